@@ -1,0 +1,137 @@
+//! `POST /api/auth/check`: is this token still good? Always 200 with one of the
+//! dashboard's two bodies, since clients (and load balancers) read the body, not the status.
+
+use serde_json::{json, Value};
+
+use super::{unavailable, Auth, AuthRequest, TokenRejection, AUTH_VERSION};
+use crate::errors::GatewayError;
+use crate::respond::LocalResponse;
+use crate::state::UnixTime;
+use crate::versioning;
+
+impl Auth {
+    pub async fn check(
+        &self,
+        req: &AuthRequest<'_>,
+        now: UnixTime,
+    ) -> Result<LocalResponse, GatewayError> {
+        // Load balancers call this without a vendor type; a vendor version we cannot serve is still 415.
+        let negotiated = versioning::negotiate(req.accept(), &self.vendor, AUTH_VERSION, true)?;
+        // The body's token wins over the query's, as on the dashboard.
+        let body_token = match req.json_object()? {
+            Some(body) => match body.get("token") {
+                Some(Value::String(token)) => Some(token.clone()),
+                None | Some(Value::Null) => None,
+                Some(_) => {
+                    return Err(GatewayError::bad_request("Field 'token' must be a string."))
+                }
+            },
+            None => None,
+        };
+        let token = body_token.or_else(|| req.query_param("token").map(|t| t.into_owned()));
+        let body = match self.verify_token(token.as_deref(), now).await {
+            Ok(user) => json!({
+                "username": user.username,
+                "permissions": user.grants.to_map(),
+                "sso": false,
+                "pwdUpdateRequired": false,
+            }),
+            Err(TokenRejection::Store(e)) => return Err(unavailable(e)),
+            Err(_) => json!({"login_url": "#/login", "cluster_status": "POST_INSTALLED"}),
+        };
+        Ok(LocalResponse::json(
+            200,
+            self.content_type(negotiated),
+            &body,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{auth, body_of, post, NOW};
+    use super::*;
+
+    fn login_url() -> Value {
+        json!({"login_url": "#/login", "cluster_status": "POST_INSTALLED"})
+    }
+
+    #[tokio::test]
+    async fn a_valid_token_gives_the_user_and_permissions() {
+        let auth = auth();
+        let token = auth.tokens.issue("viewer", NOW).unwrap().token;
+        let headers = post("*/*");
+        let req = AuthRequest {
+            headers: &headers,
+            query: None,
+            body: format!(r#"{{"token":"{token}"}}"#).into(),
+        };
+        let response = auth.check(&req, NOW).await.unwrap();
+        assert_eq!(response.status, 200);
+        assert_eq!(response.content_type, "application/json");
+        let body = body_of(&response);
+        assert_eq!(body["username"], "viewer");
+        assert_eq!(body["permissions"]["pool"], json!(["read"]));
+        assert_eq!(body.as_object().unwrap().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn bad_tokens_give_the_login_url_body() {
+        let auth = auth();
+        let expired = auth.tokens.issue("admin", NOW - 10_000).unwrap().token;
+        let disabled = auth.tokens.issue("disabled", NOW).unwrap().token;
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        for body in [
+            String::new(),
+            "{}".into(),
+            r#"{"token":""}"#.into(),
+            r#"{"token":"garbage"}"#.into(),
+            format!(r#"{{"token":"{expired}"}}"#),
+            format!(r#"{{"token":"{disabled}"}}"#),
+        ] {
+            let req = AuthRequest {
+                headers: &headers,
+                query: None,
+                body: body.clone().into(),
+            };
+            let response = auth.check(&req, NOW).await.unwrap();
+            assert_eq!(body_of(&response), login_url(), "{body}");
+            assert_eq!(response.content_type, "application/vnd.ceph.api.v1.0+json");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_body_token_wins_over_the_query() {
+        let auth = auth();
+        let token = auth.tokens.issue("admin", NOW).unwrap().token;
+        let headers = post("*/*");
+        let query = format!("token={token}");
+        let only_query = AuthRequest {
+            headers: &headers,
+            query: Some(&query),
+            body: "".into(),
+        };
+        assert_eq!(
+            body_of(&auth.check(&only_query, NOW).await.unwrap())["username"],
+            "admin"
+        );
+        let both = AuthRequest {
+            headers: &headers,
+            query: Some(&query),
+            body: r#"{"token":"bad"}"#.into(),
+        };
+        assert_eq!(body_of(&auth.check(&both, NOW).await.unwrap()), login_url());
+    }
+
+    #[tokio::test]
+    async fn a_vendor_version_it_cannot_serve_is_415() {
+        let auth = auth();
+        let headers = post("application/vnd.ceph.api.v9.9+json");
+        let req = AuthRequest {
+            headers: &headers,
+            query: None,
+            body: "".into(),
+        };
+        assert_eq!(auth.check(&req, NOW).await.unwrap_err().status(), 415);
+    }
+}

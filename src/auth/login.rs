@@ -1,0 +1,273 @@
+//! `POST /api/auth`: a login. 201 with a token and the user's permissions, or one 400
+//! for every kind of refusal, taking as long whichever it was.
+
+use serde_json::json;
+
+use super::{request::string_field, unavailable, Auth, AuthRequest, AUTH_VERSION};
+use crate::errors::GatewayError;
+use crate::metrics::LoginResult;
+use crate::respond::LocalResponse;
+use crate::state::UnixTime;
+use crate::users::password::HashError;
+use crate::versioning;
+
+impl Auth {
+    pub async fn login(
+        &self,
+        req: &AuthRequest<'_>,
+        now: UnixTime,
+    ) -> Result<LocalResponse, GatewayError> {
+        let result = self.try_login(req, now).await;
+        self.metrics.login(match &result {
+            Ok(_) => LoginResult::Success,
+            Err(GatewayError::InvalidCredentials) => LoginResult::InvalidCredentials,
+            Err(GatewayError::TooManyRequests) => LoginResult::Busy,
+            Err(GatewayError::Unavailable { .. } | GatewayError::Internal) => LoginResult::Error,
+            Err(_) => LoginResult::BadRequest,
+        });
+        result
+    }
+
+    async fn try_login(
+        &self,
+        req: &AuthRequest<'_>,
+        now: UnixTime,
+    ) -> Result<LocalResponse, GatewayError> {
+        let negotiated = versioning::negotiate(req.accept(), &self.vendor, AUTH_VERSION, false)?;
+        let body = req.json_object()?.ok_or_else(|| {
+            GatewayError::bad_request(
+                "The request body is empty; send {\"username\": ..., \"password\": ...}.",
+            )
+        })?;
+        let username = string_field(&body, "username")?;
+        let password = string_field(&body, "password")?;
+
+        let locked = match self.lockout {
+            Some(_) => self
+                .stores
+                .lockouts
+                .locked_until(&username, now)
+                .await
+                .map_err(unavailable)?,
+            None => None,
+        };
+        let user = self.users.active(&username).cloned();
+        // A locked or unknown user is checked against a dummy hash: same cost, never a match.
+        let hash = match (&user, locked) {
+            (Some(u), None) => Some(u.password_hash.clone()),
+            _ => None,
+        };
+        self.metrics.password_verified();
+        let verified = self
+            .passwords
+            .verify(hash, password)
+            .await
+            .map_err(|e| match e {
+                HashError::Busy => GatewayError::TooManyRequests,
+                other => {
+                    tracing::error!(error = %other, "password verification failed");
+                    GatewayError::Internal
+                }
+            })?;
+
+        let known = user.is_some();
+        let Some(user) = user.filter(|_| verified) else {
+            if locked.is_some() {
+                tracing::info!(%username, "login refused: locked out");
+            } else {
+                tracing::info!(%username, "login refused: invalid credentials");
+                if known {
+                    self.count_failure(&username, now).await?;
+                }
+            }
+            return Err(GatewayError::InvalidCredentials);
+        };
+
+        if self.lockout.is_some() {
+            self.stores
+                .lockouts
+                .clear(&username)
+                .await
+                .map_err(unavailable)?;
+        }
+        let issued = self.tokens.issue(&user.username, now).map_err(|e| {
+            tracing::error!(error = %e, "cannot sign a token");
+            GatewayError::Internal
+        })?;
+        tracing::info!(username = %user.username, jti = %issued.claims.jti, "login");
+        let body = json!({
+            "token": issued.token,
+            "username": user.username,
+            "permissions": user.grants.to_map(),
+            "pwdExpirationDate": null,
+            "sso": false,
+            "pwdUpdateRequired": false,
+        });
+        let cookie = format!("token={}; {}", issued.token, self.cookie_attributes());
+        Ok(
+            LocalResponse::json(201, self.content_type(negotiated), &body)
+                .with_header("set-cookie", cookie),
+        )
+    }
+
+    /// Counts a failure and locks the username once the policy's count is reached.
+    async fn count_failure(&self, username: &str, now: UnixTime) -> Result<(), GatewayError> {
+        let Some(policy) = self.lockout else {
+            return Ok(());
+        };
+        let failures = self
+            .stores
+            .lockouts
+            .record_failure(username, now)
+            .await
+            .map_err(unavailable)?;
+        if failures >= policy.attempts {
+            let until = now.saturating_add(policy.duration.as_secs());
+            self.stores
+                .lockouts
+                .lock(username, until)
+                .await
+                .map_err(unavailable)?;
+            tracing::warn!(%username, failures, lock_seconds = policy.duration.as_secs(), "user locked out after consecutive failed logins");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{auth, body_of, post, LOCKOUT_SECONDS, NOW};
+    use super::*;
+
+    #[tokio::test]
+    async fn good_credentials_give_201_with_token_cookie_and_permissions() {
+        let auth = auth();
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        let req = AuthRequest {
+            headers: &headers,
+            query: None,
+            body: r#"{"username":"admin","password":"pw"}"#.into(),
+        };
+        let response = auth.login(&req, NOW).await.unwrap();
+        assert_eq!(response.status, 201);
+        assert_eq!(response.content_type, "application/vnd.ceph.api.v1.0+json");
+        let body = body_of(&response);
+        let token = body["token"].as_str().unwrap();
+        assert_eq!(body["username"], "admin");
+        assert_eq!(
+            body["permissions"]["pool"],
+            json!(["create", "delete", "read", "update"])
+        );
+        assert_eq!(body["pwdExpirationDate"], json!(null));
+        assert_eq!(
+            response.headers,
+            vec![(
+                "set-cookie",
+                format!("token={token}; HttpOnly; Path=/; SameSite=Strict")
+            )]
+        );
+        assert!(auth.tokens.verify(token, NOW).is_ok());
+    }
+
+    #[tokio::test]
+    async fn every_refusal_is_the_same_400() {
+        let auth = auth();
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        for body in [
+            r#"{"username":"admin","password":"wrong"}"#,
+            r#"{"username":"nobody","password":"pw"}"#,
+            r#"{"username":"disabled","password":"pw"}"#,
+        ] {
+            let req = AuthRequest {
+                headers: &headers,
+                query: None,
+                body: body.into(),
+            };
+            assert!(
+                matches!(
+                    auth.login(&req, NOW).await,
+                    Err(GatewayError::InvalidCredentials)
+                ),
+                "{body}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn lockout_refuses_the_right_password_until_it_expires() {
+        let auth = auth();
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        let attempt = |pw: &str| AuthRequest {
+            headers: &headers,
+            query: None,
+            body: format!(r#"{{"username":"admin","password":"{pw}"}}"#).into(),
+        };
+        for _ in 0..3 {
+            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+        }
+        assert!(matches!(
+            auth.login(&attempt("pw"), NOW + 1).await,
+            Err(GatewayError::InvalidCredentials)
+        ));
+        assert!(auth
+            .login(&attempt("pw"), NOW + LOCKOUT_SECONDS + 1)
+            .await
+            .is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_success_resets_the_failure_count() {
+        let auth = auth();
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        let attempt = |pw: &str| AuthRequest {
+            headers: &headers,
+            query: None,
+            body: format!(r#"{{"username":"admin","password":"{pw}"}}"#).into(),
+        };
+        for _ in 0..2 {
+            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+        }
+        assert!(auth.login(&attempt("pw"), NOW).await.is_ok());
+        for _ in 0..2 {
+            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+        }
+        assert!(auth.login(&attempt("pw"), NOW).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn wrong_accept_is_415_before_the_body_is_looked_at() {
+        let auth = auth();
+        let headers = post("*/*");
+        let req = AuthRequest {
+            headers: &headers,
+            query: None,
+            body: "not json".into(),
+        };
+        assert_eq!(auth.login(&req, NOW).await.unwrap_err().status(), 415);
+    }
+
+    #[tokio::test]
+    async fn bad_bodies_are_400_with_a_reason() {
+        let auth = auth();
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        for body in [
+            "",
+            "{",
+            "[]",
+            "{}",
+            r#"{"username":"admin"}"#,
+            r#"{"username":1,"password":"x"}"#,
+        ] {
+            let req = AuthRequest {
+                headers: &headers,
+                query: None,
+                body: body.to_string().into(),
+            };
+            let err = auth.login(&req, NOW).await.unwrap_err();
+            assert!(
+                matches!(err, GatewayError::BadRequest { .. }),
+                "{body}: {err:?}"
+            );
+        }
+    }
+}

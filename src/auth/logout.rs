@@ -1,0 +1,119 @@
+//! `POST /api/auth/logout`: revoke the token until it would have expired, and expire the
+//! cookie. Idempotent for any token we issued, as on the dashboard.
+
+use serde_json::json;
+
+use super::{unavailable, Auth, AuthRequest, AUTH_VERSION};
+use crate::errors::GatewayError;
+use crate::respond::LocalResponse;
+use crate::state::UnixTime;
+use crate::versioning;
+
+impl Auth {
+    pub async fn logout(
+        &self,
+        req: &AuthRequest<'_>,
+        now: UnixTime,
+    ) -> Result<LocalResponse, GatewayError> {
+        let negotiated = versioning::negotiate(req.accept(), &self.vendor, AUTH_VERSION, false)?;
+        let token = req.credential().ok_or(GatewayError::Unauthorized)?;
+        // Expired and already revoked tokens are still ours: logging out again is fine.
+        let claims = self
+            .tokens
+            .verify_issued(token)
+            .map_err(|_| GatewayError::Unauthorized)?;
+        self.stores
+            .revocations
+            .revoke(&claims.jti, claims.exp, now)
+            .await
+            .map_err(unavailable)?;
+        tracing::info!(username = %claims.username, jti = %claims.jti, "logout");
+        // `Path=/` so that browsers really drop the cookie set at login (the dashboard omits it).
+        let cookie = format!(
+            "token=; Expires=Thu, 01 Jan 1970 00:00:00 GMT; Max-Age=0; {}",
+            self.cookie_attributes()
+        );
+        Ok(LocalResponse::json(
+            200,
+            self.content_type(negotiated),
+            &json!({"redirect_url": "#/login"}),
+        )
+        .with_header("set-cookie", cookie))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{auth, post, NOW};
+    use super::*;
+
+    fn with_bearer(token: &str) -> http::HeaderMap {
+        let mut headers = post("application/vnd.ceph.api.v1.0+json");
+        headers.insert(
+            http::header::AUTHORIZATION,
+            format!("Bearer {token}").parse().unwrap(),
+        );
+        headers
+    }
+
+    #[tokio::test]
+    async fn logout_revokes_the_token_and_is_idempotent() {
+        let auth = auth();
+        let token = auth.tokens.issue("admin", NOW).unwrap().token;
+        let headers = with_bearer(&token);
+        let req = AuthRequest {
+            headers: &headers,
+            query: None,
+            body: "".into(),
+        };
+        assert!(auth.authenticate(&headers, NOW).await.is_ok());
+        let response = auth.logout(&req, NOW).await.unwrap();
+        assert_eq!(response.status, 200);
+        assert!(response.headers[0]
+            .1
+            .contains("Max-Age=0; HttpOnly; Path=/"));
+        assert!(matches!(
+            auth.authenticate(&headers, NOW).await,
+            Err(GatewayError::Unauthorized)
+        ));
+        assert_eq!(auth.logout(&req, NOW).await.unwrap().status, 200);
+    }
+
+    #[tokio::test]
+    async fn an_expired_token_of_ours_still_logs_out() {
+        let auth = auth();
+        let token = auth.tokens.issue("admin", NOW - 10_000).unwrap().token;
+        let headers = with_bearer(&token);
+        let req = AuthRequest {
+            headers: &headers,
+            query: None,
+            body: "".into(),
+        };
+        assert_eq!(auth.logout(&req, NOW).await.unwrap().status, 200);
+    }
+
+    #[tokio::test]
+    async fn no_token_or_a_foreign_one_is_401() {
+        let auth = auth();
+        let none = post("application/vnd.ceph.api.v1.0+json");
+        let req = AuthRequest {
+            headers: &none,
+            query: None,
+            body: "".into(),
+        };
+        assert!(matches!(
+            auth.logout(&req, NOW).await,
+            Err(GatewayError::Unauthorized)
+        ));
+        let garbage = with_bearer("a.b.c");
+        let req = AuthRequest {
+            headers: &garbage,
+            query: None,
+            body: "".into(),
+        };
+        assert!(matches!(
+            auth.logout(&req, NOW).await,
+            Err(GatewayError::Unauthorized)
+        ));
+    }
+}

@@ -1,0 +1,134 @@
+//! The auth endpoints the gateway answers itself (`/api/auth`, `/api/auth/check`,
+//! `/api/auth/logout`), with the dashboard's observable behaviour, and the token check
+//! every other API request goes through.
+
+mod check;
+mod login;
+mod logout;
+pub mod request;
+
+use std::sync::Arc;
+
+use crate::config::LockoutPolicy;
+use crate::errors::GatewayError;
+use crate::metrics::{Metrics, TokenCheckResult};
+use crate::state::{StateError, Stores, UnixTime};
+use crate::tokens::{TokenError, TokenService};
+use crate::users::{PasswordChecker, User, UserDb};
+use crate::versioning::{ApiVersion, Negotiated};
+
+pub use request::AuthRequest;
+
+/// The version of all three auth endpoints, as on the dashboard.
+const AUTH_VERSION: ApiVersion = ApiVersion::V1_0;
+
+/// Everything the auth endpoints need, shared by all requests.
+pub struct Auth {
+    pub users: UserDb,
+    pub tokens: TokenService,
+    pub stores: Stores,
+    pub passwords: PasswordChecker,
+    pub lockout: Option<LockoutPolicy>,
+    pub metrics: Arc<Metrics>,
+    pub vendor: String,
+    /// Whether clients reach us over TLS (cookies then carry `Secure`).
+    pub tls: bool,
+}
+
+/// Why a token was not accepted.
+#[derive(Debug, thiserror::Error)]
+enum TokenRejection {
+    #[error("no token")]
+    Missing,
+    #[error(transparent)]
+    Invalid(#[from] TokenError),
+    #[error("token was revoked")]
+    Revoked,
+    #[error("token's user does not exist or is disabled")]
+    UnknownUser,
+    #[error(transparent)]
+    Store(#[from] StateError),
+}
+
+impl Auth {
+    /// The user behind the request's token, for every API path the gateway forwards.
+    pub async fn authenticate(
+        &self,
+        headers: &http::HeaderMap,
+        now: UnixTime,
+    ) -> Result<Arc<User>, GatewayError> {
+        self.verify_token(request::client_token(headers), now)
+            .await
+            .map_err(|rejection| match rejection {
+                TokenRejection::Store(e) => unavailable(e),
+                _ => GatewayError::Unauthorized,
+            })
+    }
+
+    /// A token is valid while it verifies, is not revoked, and its user exists and is
+    /// enabled.
+    async fn verify_token(
+        &self,
+        token: Option<&str>,
+        now: UnixTime,
+    ) -> Result<Arc<User>, TokenRejection> {
+        let result = self.verify_token_uncounted(token, now).await;
+        self.metrics.token_check(match &result {
+            Ok(_) => TokenCheckResult::Valid,
+            Err(TokenRejection::Missing) => TokenCheckResult::Missing,
+            Err(TokenRejection::Invalid(TokenError::Expired)) => TokenCheckResult::Expired,
+            Err(TokenRejection::Invalid(_)) => TokenCheckResult::Invalid,
+            Err(TokenRejection::Revoked) => TokenCheckResult::Revoked,
+            Err(TokenRejection::UnknownUser) => TokenCheckResult::UnknownUser,
+            Err(TokenRejection::Store(_)) => TokenCheckResult::Error,
+        });
+        result
+    }
+
+    async fn verify_token_uncounted(
+        &self,
+        token: Option<&str>,
+        now: UnixTime,
+    ) -> Result<Arc<User>, TokenRejection> {
+        let token = token
+            .filter(|t| !t.is_empty())
+            .ok_or(TokenRejection::Missing)?;
+        let claims = self.tokens.verify(token, now)?;
+        if self.stores.revocations.is_revoked(&claims.jti, now).await? {
+            return Err(TokenRejection::Revoked);
+        }
+        self.users
+            .active(&claims.username)
+            .cloned()
+            .ok_or(TokenRejection::UnknownUser)
+    }
+
+    /// The Content-Type of an auth endpoint's answer: the vendor type at the endpoint's
+    /// version when the client asked for one, else plain JSON.
+    fn content_type(&self, negotiated: Negotiated) -> String {
+        match negotiated {
+            Negotiated::Vendor(_) => AUTH_VERSION.media_type(&self.vendor),
+            Negotiated::Plain => "application/json".to_string(),
+        }
+    }
+
+    /// The `token` cookie's attributes, as the dashboard sets them.
+    fn cookie_attributes(&self) -> &'static str {
+        if self.tls {
+            "HttpOnly; Path=/; SameSite=Strict; Secure"
+        } else {
+            "HttpOnly; Path=/; SameSite=Strict"
+        }
+    }
+}
+
+/// A state store that cannot answer: fail closed.
+fn unavailable(e: StateError) -> GatewayError {
+    tracing::error!(error = %e, "state store failed");
+    GatewayError::Unavailable {
+        detail: "authentication state is unavailable".into(),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing;

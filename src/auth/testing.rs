@@ -1,0 +1,65 @@
+//! A small [`Auth`] for unit tests: users admin/pw (administrator), viewer/pw (read-only),
+//! disabled/pw (disabled); lockout after 3 failures for 60 s.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::Auth;
+use crate::config::LockoutPolicy;
+use crate::metrics::Metrics;
+use crate::respond::LocalResponse;
+use crate::secrets::Secret;
+use crate::state::StateConfig;
+use crate::tokens::TokenService;
+use crate::users::{PasswordChecker, PasswordHash, Role, UserDb, UserSpec};
+
+pub const NOW: u64 = 1_800_000_000;
+pub const LOCKOUT_SECONDS: u64 = 60;
+
+pub fn auth() -> Arc<Auth> {
+    let hash = PasswordHash::hash_new("pw").unwrap();
+    let user = |name: &str, role: Role, enabled: bool| UserSpec {
+        username: name.into(),
+        password_hash: hash.clone(),
+        roles: vec![role],
+        enabled,
+    };
+    Arc::new(Auth {
+        users: UserDb::new(vec![
+            user("admin", Role::Administrator, true),
+            user("viewer", Role::ReadOnly, true),
+            user("disabled", Role::Administrator, false),
+        ]),
+        tokens: TokenService::new(
+            &Secret::new(b"0123456789abcdef0123456789abcdef".to_vec()),
+            "clustergate".into(),
+            Duration::from_secs(3600),
+        ),
+        stores: StateConfig::Memory.build(),
+        passwords: PasswordChecker::new(1, 8).unwrap(),
+        lockout: Some(LockoutPolicy {
+            attempts: 3,
+            duration: Duration::from_secs(LOCKOUT_SECONDS),
+        }),
+        metrics: Metrics::new(&prometheus::Registry::new()).unwrap(),
+        vendor: "ceph".into(),
+        tls: false,
+    })
+}
+
+/// Headers of a JSON POST with this Accept.
+pub fn post(accept: &str) -> http::HeaderMap {
+    let mut headers = http::HeaderMap::new();
+    headers.insert(http::header::ACCEPT, accept.parse().unwrap());
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        "application/json".parse().unwrap(),
+    );
+    headers
+}
+
+pub fn body_of(response: &LocalResponse) -> Value {
+    serde_json::from_slice(&response.body).unwrap()
+}

@@ -1,0 +1,176 @@
+use super::*;
+
+fn dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+fn parse(text: &str, dir: &Path) -> Result<Config, ConfigErrors> {
+    Config::from_toml_str(text, &dir.join("clustergate.toml"), dir)
+}
+
+fn errors_of(text: &str) -> ConfigErrors {
+    let d = dir();
+    parse(text, d.path()).unwrap_err()
+}
+
+#[test]
+fn empty_file_gives_the_documented_defaults() {
+    let d = dir();
+    let c = parse("", d.path()).unwrap();
+    assert_eq!(c.server.listen.to_string(), "0.0.0.0:8443");
+    assert_eq!(c.server.tls, TlsMode::Generated);
+    assert_eq!(c.server.state_dir, d.path().join("state"));
+    assert_eq!(c.metrics.listen.to_string(), "127.0.0.1:9464");
+    assert_eq!(c.api.vendor, "ceph");
+    assert_eq!(c.auth.token_ttl, Duration::from_secs(28800));
+    assert_eq!(c.auth.issuer, "clustergate");
+    assert_eq!(
+        c.auth.lockout,
+        Some(LockoutPolicy {
+            attempts: 10,
+            duration: Duration::from_secs(300)
+        })
+    );
+    assert_eq!(c.users.file, d.path().join("users.toml"));
+    assert!(c.users.users.is_empty());
+}
+
+#[test]
+fn unknown_key_is_reported_with_its_line() {
+    let e = errors_of("[server]\nlisten = \"127.0.0.1:1\"\nlisten_port = 3\n");
+    assert!(e.mentions("line 3"), "{e}");
+    assert!(e.to_string().contains("listen_port"), "{e}");
+}
+
+#[test]
+fn bad_listen_address_names_the_key() {
+    assert!(errors_of("[server]\nlisten = \"8443\"").mentions("server.listen"));
+}
+
+#[test]
+fn metrics_listen_must_differ_from_server_listen() {
+    let e =
+        errors_of("[server]\nlisten = \"0.0.0.0:9000\"\n[metrics]\nlisten = \"127.0.0.1:9000\"");
+    assert!(e.mentions("metrics.listen"), "{e}");
+}
+
+#[test]
+fn lockout_seconds_must_be_positive_when_lockout_is_on() {
+    assert!(
+        errors_of("[auth]\nlockout_attempts = 3\nlockout_seconds = 0")
+            .mentions("auth.lockout_seconds")
+    );
+}
+
+#[test]
+fn lockout_attempts_zero_disables_lockout() {
+    let d = dir();
+    let c = parse(
+        "[auth]\nlockout_attempts = 0\nlockout_seconds = 0",
+        d.path(),
+    )
+    .unwrap();
+    assert_eq!(c.auth.lockout, None);
+}
+
+#[test]
+fn token_ttl_must_be_positive() {
+    assert!(errors_of("[auth]\ntoken_ttl_seconds = 0").mentions("auth.token_ttl_seconds"));
+}
+
+#[test]
+fn vendor_must_be_a_media_type_token() {
+    assert!(errors_of("[api]\nvendor = \"Ceph Dash\"").mentions("api.vendor"));
+}
+
+#[test]
+fn cert_without_key_is_refused() {
+    assert!(errors_of("[server]\ncert_file = \"c.pem\"").mentions("server.key_file"));
+}
+
+#[test]
+fn unreadable_certificate_files_are_refused() {
+    let e = errors_of("[server]\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"");
+    assert!(e.mentions("server.cert_file"), "{e}");
+}
+
+#[test]
+fn tls_off_ignores_certificate_settings() {
+    let d = dir();
+    let c = parse("[server]\ntls = false", d.path()).unwrap();
+    assert_eq!(c.server.tls, TlsMode::Off);
+}
+
+#[test]
+fn secret_file_must_exist_and_be_long_enough() {
+    let d = dir();
+    std::fs::write(d.path().join("short"), "abc").unwrap();
+    let e = parse("[auth]\nsecret_file = \"short\"", d.path()).unwrap_err();
+    assert!(e.mentions("auth.secret_file"), "{e}");
+    let e = parse("[auth]\nsecret_file = \"missing\"", d.path()).unwrap_err();
+    assert!(e.mentions("auth.secret_file"), "{e}");
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let e = errors_of("[server]\nlisten = \"x\"\n[auth]\ntoken_ttl_seconds = 0\nissuer = \"\"");
+    assert!(e.mentions("server.listen"));
+    assert!(e.mentions("auth.token_ttl_seconds"));
+    assert!(e.mentions("auth.issuer"));
+    assert_eq!(e.0.len(), 3);
+}
+
+fn users_errors(users: &str) -> ConfigErrors {
+    let d = dir();
+    std::fs::write(d.path().join("users.toml"), users).unwrap();
+    parse("", d.path()).unwrap_err()
+}
+
+const ARGON: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0$QUVFUVRhR0hVZ3NHbkpxc2xHUjBNeTVZcFJOc1RzM2E";
+
+#[test]
+fn users_file_entries_are_loaded() {
+    let d = dir();
+    let text = format!("[[users]]\nusername = \"a\"\npassword_hash = \"{ARGON}\"\nroles = [\"read-only\", \"pool-manager\"]\n\n[[users]]\nusername = \"b\"\npassword_hash = \"{ARGON}\"\nenabled = false\n");
+    std::fs::write(d.path().join("users.toml"), text).unwrap();
+    let c = parse("", d.path()).unwrap();
+    assert_eq!(c.users.users.len(), 2);
+    assert_eq!(
+        c.users.users[0].roles,
+        vec![Role::ReadOnly, Role::PoolManager]
+    );
+    assert!(c.users.users[0].enabled);
+    assert!(!c.users.users[1].enabled);
+}
+
+#[test]
+fn unknown_role_names_the_file_and_user() {
+    let e = users_errors(&format!(
+        "[[users]]\nusername = \"bob\"\npassword_hash = \"{ARGON}\"\nroles = [\"root\"]\n"
+    ));
+    let text = e.to_string();
+    assert!(
+        text.contains("users.toml") && text.contains("\"bob\"") && text.contains("root"),
+        "{text}"
+    );
+}
+
+#[test]
+fn duplicate_username_is_refused() {
+    let entry = format!("[[users]]\nusername = \"bob\"\npassword_hash = \"{ARGON}\"\n");
+    let e = users_errors(&format!("{entry}{entry}"));
+    assert!(e.to_string().contains("duplicate username"), "{e}");
+}
+
+#[test]
+fn bad_hash_is_refused() {
+    let e = users_errors("[[users]]\nusername = \"bob\"\npassword_hash = \"plain\"\n");
+    assert!(e.mentions("users[0] (\"bob\").password_hash"), "{e}");
+}
+
+#[test]
+fn bad_users_toml_names_the_users_file() {
+    let e = users_errors("[[users]\n");
+    assert!(e.0[0].file.ends_with("users.toml"), "{e}");
+}

@@ -1,0 +1,124 @@
+//! The `clustergate` command: run the gateway, check a configuration, hash a password.
+
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use clustergate::{config, server, users::PasswordHash};
+
+/// Exit code for a configuration (or input) that does not validate: sysexits' EX_USAGE.
+const EXIT_BAD_CONFIG: u8 = 64;
+
+#[derive(Parser)]
+#[command(
+    name = "clustergate",
+    version,
+    about = "An authenticating gateway in front of Ceph manager dashboards"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the gateway.
+    Run {
+        #[arg(long, default_value = "conf/clustergate.toml")]
+        config: PathBuf,
+    },
+    /// Validate a configuration (and its users file), print each problem, exit non-zero if any.
+    CheckConfig {
+        #[arg(long, default_value = "conf/clustergate.toml")]
+        config: PathBuf,
+    },
+    /// Read one password from standard input and print its argon2id hash for the users file.
+    HashPassword,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run { config } => run(&config),
+        Command::CheckConfig { config } => check_config(&config),
+        Command::HashPassword => hash_password(),
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .init();
+}
+
+fn load(path: &std::path::Path) -> Result<config::Config, ExitCode> {
+    config::load(path).map_err(|errors| {
+        eprintln!("{errors}");
+        ExitCode::from(EXIT_BAD_CONFIG)
+    })
+}
+
+fn run(path: &std::path::Path) -> ExitCode {
+    init_logging();
+    let config = match load(path) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    tracing::info!(config = %path.display(), version = env!("CARGO_PKG_VERSION"), "starting clustergate");
+    match server::run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start");
+            eprintln!("clustergate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn check_config(path: &std::path::Path) -> ExitCode {
+    match load(path) {
+        Ok(config) => {
+            let users = config.users.users.len();
+            println!(
+                "{}: ok ({} users in {})",
+                path.display(),
+                users,
+                config.users.file.display()
+            );
+            if !config.users.users.iter().any(|u| u.enabled) {
+                println!("note: no enabled user; the first start creates 'admin' with a password in state_dir/initial-admin-password");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
+fn hash_password() -> ExitCode {
+    let mut line = String::new();
+    if let Err(e) = std::io::stdin().lock().read_line(&mut line) {
+        eprintln!("clustergate: cannot read the password: {e}");
+        return ExitCode::FAILURE;
+    }
+    let password = line.trim_end_matches(['\n', '\r']);
+    if password.is_empty() {
+        eprintln!("clustergate: the password is empty");
+        return ExitCode::from(EXIT_BAD_CONFIG);
+    }
+    match PasswordHash::hash_new(password) {
+        Ok(PasswordHash::Argon2(phc) | PasswordHash::Bcrypt(phc)) => {
+            println!("{phc}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("clustergate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! What the gateway measures, and the metrics listener that serves it
+//! (`/metrics` in Prometheus text format, `/healthz`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use http::Response;
+use pingora::apps::http_app::ServeHttp;
+use pingora::protocols::http::ServerSession;
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry, TextEncoder,
+};
+
+use crate::routes::Route;
+
+/// The gateway's metrics, registered once at start-up.
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    request_duration: HistogramVec,
+    logins: IntCounterVec,
+    token_checks: IntCounterVec,
+    password_verifications: IntCounter,
+}
+
+/// How a login ended, as the `result` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoginResult {
+    Success,
+    InvalidCredentials,
+    Locked,
+    BadRequest,
+    Busy,
+    Error,
+}
+
+/// How a token check ended, as the `result` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenCheckResult {
+    Valid,
+    Missing,
+    Invalid,
+    Expired,
+    Revoked,
+    UnknownUser,
+    Error,
+}
+
+impl Metrics {
+    /// Registers the metrics in `registry` (the process-wide default one in production,
+    /// which also carries the process metrics).
+    pub fn new(registry: &Registry) -> Result<Arc<Self>, prometheus::Error> {
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "clustergate_requests_total",
+                "Requests answered, by route, method and status",
+            ),
+            &["route", "method", "status"],
+        )?;
+        let request_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "clustergate_request_duration_seconds",
+                "Time to answer a request, by route",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0,
+            ]),
+            &["route"],
+        )?;
+        let logins = IntCounterVec::new(
+            Opts::new("clustergate_logins_total", "Login attempts, by result"),
+            &["result"],
+        )?;
+        let token_checks = IntCounterVec::new(
+            Opts::new(
+                "clustergate_token_checks_total",
+                "Token verifications, by result",
+            ),
+            &["result"],
+        )?;
+        let password_verifications = IntCounter::new(
+            "clustergate_password_verifications_total",
+            "Password hashes computed for logins (one per attempt, known user or not)",
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(request_duration.clone()))?;
+        registry.register(Box::new(logins.clone()))?;
+        registry.register(Box::new(token_checks.clone()))?;
+        registry.register(Box::new(password_verifications.clone()))?;
+        Ok(Arc::new(Metrics {
+            registry: registry.clone(),
+            requests,
+            request_duration,
+            logins,
+            token_checks,
+            password_verifications,
+        }))
+    }
+
+    pub fn observe_request(
+        &self,
+        route: Route,
+        method: &http::Method,
+        status: u16,
+        elapsed: Duration,
+    ) {
+        let digits = itoa_status(status);
+        let status = std::str::from_utf8(&digits).unwrap_or("0");
+        self.requests
+            .with_label_values(&[route.label(), method_label(method), status])
+            .inc();
+        self.request_duration
+            .with_label_values(&[route.label()])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn login(&self, result: LoginResult) {
+        let label = match result {
+            LoginResult::Success => "success",
+            LoginResult::InvalidCredentials => "invalid_credentials",
+            LoginResult::Locked => "locked",
+            LoginResult::BadRequest => "bad_request",
+            LoginResult::Busy => "busy",
+            LoginResult::Error => "error",
+        };
+        self.logins.with_label_values(&[label]).inc();
+    }
+
+    pub fn token_check(&self, result: TokenCheckResult) {
+        let label = match result {
+            TokenCheckResult::Valid => "valid",
+            TokenCheckResult::Missing => "missing",
+            TokenCheckResult::Invalid => "invalid",
+            TokenCheckResult::Expired => "expired",
+            TokenCheckResult::Revoked => "revoked",
+            TokenCheckResult::UnknownUser => "unknown_user",
+            TokenCheckResult::Error => "error",
+        };
+        self.token_checks.with_label_values(&[label]).inc();
+    }
+
+    pub fn password_verified(&self) {
+        self.password_verifications.inc();
+    }
+
+    fn render(&self) -> Result<Vec<u8>, prometheus::Error> {
+        let mut out = Vec::with_capacity(16 * 1024);
+        TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
+        Ok(out)
+    }
+}
+
+/// Three ASCII digits of an HTTP status, without allocating.
+fn itoa_status(status: u16) -> [u8; 3] {
+    let s = status.min(999);
+    [
+        b'0' + (s / 100) as u8,
+        b'0' + (s / 10 % 10) as u8,
+        b'0' + (s % 10) as u8,
+    ]
+}
+
+/// Methods outside the standard set share one label, so clients cannot grow the series.
+fn method_label(method: &http::Method) -> &'static str {
+    match *method {
+        http::Method::GET => "GET",
+        http::Method::POST => "POST",
+        http::Method::PUT => "PUT",
+        http::Method::DELETE => "DELETE",
+        http::Method::PATCH => "PATCH",
+        http::Method::HEAD => "HEAD",
+        http::Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// The metrics listener's application.
+pub struct MetricsApp {
+    pub metrics: Arc<Metrics>,
+}
+
+#[async_trait]
+impl ServeHttp for MetricsApp {
+    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+        let path = session.req_header().uri.path();
+        let (status, content_type, body) = match path {
+            "/metrics" => match self.metrics.render() {
+                Ok(body) => (200, "text/plain; version=0.0.4", body),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot render metrics");
+                    (500, "text/plain", b"cannot render metrics\n".to_vec())
+                }
+            },
+            "/healthz" => (200, "text/plain", b"ok\n".to_vec()),
+            _ => (404, "text/plain", b"not found\n".to_vec()),
+        };
+        let mut response = Response::new(body);
+        *response.status_mut() =
+            http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+        if let Ok(value) = http::HeaderValue::from_str(content_type) {
+            response
+                .headers_mut()
+                .insert(http::header::CONTENT_TYPE, value);
+        }
+        let length = response.body().len();
+        response.headers_mut().insert(
+            http::header::CONTENT_LENGTH,
+            http::HeaderValue::from(length),
+        );
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_counted_by_route_method_and_status() {
+        let registry = Registry::new();
+        let metrics = Metrics::new(&registry).unwrap();
+        metrics.observe_request(
+            Route::Login,
+            &http::Method::POST,
+            201,
+            Duration::from_millis(3),
+        );
+        metrics.observe_request(
+            Route::Api,
+            &http::Method::from_bytes(b"BREW").unwrap(),
+            404,
+            Duration::ZERO,
+        );
+        metrics.login(LoginResult::Success);
+        let text = String::from_utf8(metrics.render().unwrap()).unwrap();
+        assert!(
+            text.contains(
+                r#"clustergate_requests_total{method="POST",route="auth",status="201"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"clustergate_requests_total{method="other",route="proxy",status="404"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"clustergate_logins_total{result="success"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("clustergate_request_duration_seconds_bucket"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn status_digits() {
+        assert_eq!(&itoa_status(201), b"201");
+        assert_eq!(&itoa_status(5), b"005");
+    }
+}

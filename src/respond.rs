@@ -1,0 +1,112 @@
+//! Responses the gateway writes itself, and the headers every response carries
+//! (the dashboard's security headers and our request id).
+
+use bytes::Bytes;
+use pingora::http::ResponseHeader;
+use pingora::proxy::Session;
+use serde_json::Value;
+
+use crate::errors::GatewayError;
+
+/// The dashboard's HSTS value (`Strict-Transport-Security`), sent when we terminate TLS.
+const HSTS: &str = "max-age=63072000; includeSubDomains; preload";
+const CSP: &str = "frame-ancestors 'self';";
+
+/// A complete response built by a local handler.
+#[derive(Debug, Clone)]
+pub struct LocalResponse {
+    pub status: u16,
+    pub content_type: String,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Bytes,
+}
+
+impl LocalResponse {
+    pub fn json(status: u16, content_type: impl Into<String>, body: &Value) -> Self {
+        LocalResponse {
+            status,
+            content_type: content_type.into(),
+            headers: Vec::new(),
+            body: Bytes::from(body.to_string()),
+        }
+    }
+
+    pub fn with_header(mut self, name: &'static str, value: String) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    pub fn from_error(error: &GatewayError, request_id: &str) -> Self {
+        let mut response =
+            LocalResponse::json(error.status(), "application/json", &error.body(request_id));
+        response.headers = error.headers();
+        response
+    }
+}
+
+/// Adds the headers every response carries, proxied or local.
+pub fn add_common_headers(
+    resp: &mut ResponseHeader,
+    tls: bool,
+    request_id: &str,
+) -> pingora::Result<()> {
+    if tls {
+        resp.insert_header("strict-transport-security", HSTS)?;
+    }
+    resp.insert_header("x-content-type-options", "nosniff")?;
+    resp.insert_header("content-security-policy", CSP)?;
+    resp.insert_header("x-request-id", request_id)?;
+    Ok(())
+}
+
+/// Writes `response` to the client. Local answers are never cached: they carry tokens.
+pub async fn send(
+    session: &mut Session,
+    response: LocalResponse,
+    tls: bool,
+    request_id: &str,
+) -> pingora::Result<()> {
+    let LocalResponse {
+        status,
+        content_type,
+        headers,
+        body,
+    } = response;
+    let mut header = ResponseHeader::build(status, Some(8 + headers.len()))?;
+    header.insert_header("content-type", content_type)?;
+    header.insert_header("content-length", body.len().to_string())?;
+    header.insert_header("cache-control", "no-store")?;
+    for (name, value) in headers {
+        header.append_header(name, value)?;
+    }
+    add_common_headers(&mut header, tls, request_id)?;
+    session
+        .write_response_header(Box::new(header), false)
+        .await?;
+    session.write_response_body(Some(body), true).await?;
+    Ok(())
+}
+
+/// Reads the whole request body, refusing more than `limit` bytes. It reads up to the
+/// limit before refusing, because an HTTP/2 client whose body is refused unread sees a
+/// stream reset instead of our 413.
+pub async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, GatewayError> {
+    let mut body = bytes::BytesMut::new();
+    loop {
+        let chunk = session.read_request_body().await.map_err(|e| {
+            GatewayError::bad_request(format!(
+                "Could not read the request body: {}",
+                e.etype().as_str()
+            ))
+        })?;
+        let Some(chunk) = chunk else {
+            return Ok(body.freeze());
+        };
+        if body.len() + chunk.len() > limit {
+            // The rest of the body stays unread: this connection cannot be reused.
+            session.set_keepalive(None);
+            return Err(GatewayError::PayloadTooLarge { limit });
+        }
+        body.extend_from_slice(&chunk);
+    }
+}

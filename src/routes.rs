@@ -1,0 +1,85 @@
+//! Which kind of request this is, decided once from the path. Every later step (who
+//! answers, what is checked, which metric label) matches on [`Route`].
+
+/// The routes the gateway tells apart. Labels are a small fixed set, never raw paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Route {
+    /// `POST /api/auth`: served by the gateway.
+    Login,
+    /// `POST /api/auth/check`: served by the gateway.
+    TokenCheck,
+    /// `POST /api/auth/logout`: served by the gateway.
+    Logout,
+    /// Any other `/api` path: token and role checked, then forwarded.
+    Api,
+    /// `/docs...`: the API description.
+    Docs,
+    /// Anything else.
+    #[default]
+    Other,
+}
+
+impl Route {
+    pub fn classify(path: &str) -> Route {
+        // The dashboard registers every route with and without a trailing slash.
+        let trimmed = match path.strip_suffix('/') {
+            Some(p) if !p.is_empty() => p,
+            _ => path,
+        };
+        match trimmed {
+            "/api/auth" => Route::Login,
+            "/api/auth/check" => Route::TokenCheck,
+            "/api/auth/logout" => Route::Logout,
+            "/api" => Route::Api,
+            p if p.starts_with("/api/") => Route::Api,
+            "/docs" => Route::Docs,
+            p if p.starts_with("/docs/") => Route::Docs,
+            _ => Route::Other,
+        }
+    }
+
+    /// The metrics label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Route::Login => "auth",
+            Route::TokenCheck => "auth_check",
+            Route::Logout => "auth_logout",
+            Route::Api => "proxy",
+            Route::Docs => "docs",
+            Route::Other => "other",
+        }
+    }
+
+    /// Whether the gateway itself answers (rather than a backend).
+    pub fn is_auth_endpoint(self) -> bool {
+        matches!(self, Route::Login | Route::TokenCheck | Route::Logout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_table() {
+        let cases = [
+            ("/api/auth", Route::Login),
+            ("/api/auth/", Route::Login),
+            ("/api/auth/check", Route::TokenCheck),
+            ("/api/auth/check/", Route::TokenCheck),
+            ("/api/auth/logout", Route::Logout),
+            ("/api/auth/other", Route::Api),
+            ("/api/authx", Route::Api),
+            ("/api/pool", Route::Api),
+            ("/api", Route::Api),
+            ("/apix", Route::Other),
+            ("/docs", Route::Docs),
+            ("/docs/api.json", Route::Docs),
+            ("/", Route::Other),
+            ("", Route::Other),
+        ];
+        for (path, route) in cases {
+            assert_eq!(Route::classify(path), route, "{path}");
+        }
+    }
+}

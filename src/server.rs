@@ -1,0 +1,160 @@
+//! Start-up: turn the validated [`Config`] into running pingora services. Everything
+//! with side effects (state directory, generated certificate and secret, the initial
+//! admin) happens here, once, before any listener opens.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+
+use pingora::server::configuration::ServerConf;
+use pingora::server::Server;
+use pingora::services::listening::Service;
+
+use crate::auth::Auth;
+use crate::config::{Config, TlsMode};
+use crate::metrics::{Metrics, MetricsApp};
+use crate::proxy::Gateway;
+use crate::secrets::{self, SecretError};
+use crate::state::StateConfig;
+use crate::tls::{self, TlsError};
+use crate::tokens::TokenService;
+use crate::users::bootstrap::{self, BootstrapError};
+use crate::users::password::HashError;
+use crate::users::{PasswordChecker, UserDb};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("state_dir: {0}")]
+    StateDir(SecretError),
+    #[error("signing secret: {0}")]
+    Secret(SecretError),
+    #[error("initial admin: {0}")]
+    Bootstrap(#[from] BootstrapError),
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
+    #[error("password hashing: {0}")]
+    Hash(#[from] HashError),
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("{key}: cannot listen on {addr}: {source}")]
+    Bind {
+        key: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// Runs the gateway until a signal stops it; only returns on a start-up error.
+pub fn run(config: Config) -> Result<(), StartError> {
+    let server = build(config)?;
+    server.run_forever()
+}
+
+/// Builds the pingora server with its services, ready to run.
+pub fn build(config: Config) -> Result<Server, StartError> {
+    let Config {
+        source: _,
+        server: server_config,
+        metrics: metrics_config,
+        api,
+        auth: auth_config,
+        users,
+    } = config;
+    let state_dir = &server_config.state_dir;
+    secrets::ensure_private_dir(state_dir).map_err(StartError::StateDir)?;
+
+    let secret = match &auth_config.secret_file {
+        Some(path) => secrets::read_secret(path),
+        None => secrets::read_or_create(&state_dir.join("jwt-secret")),
+    }
+    .map_err(StartError::Secret)?;
+
+    let (user_specs, created) = bootstrap::ensure_admin(users.users, state_dir)?;
+    if let Some(path) = created {
+        tracing::warn!(
+            password_file = %path.display(),
+            users_file = %users.file.display(),
+            "no enabled user is configured: user 'admin' (administrator) can log in with the password in password_file; add users to users_file to replace it"
+        );
+    }
+    let user_db = UserDb::new(user_specs);
+    tracing::info!(users = user_db.len(), "users loaded");
+
+    let certificate = match &server_config.tls {
+        TlsMode::Off => None,
+        TlsMode::Files { cert, key } => Some(tls::load_certified_key(cert, key)?),
+        TlsMode::Generated => {
+            let paths = tls::ensure_generated(state_dir)?;
+            tracing::info!(cert = %paths.cert.display(), ca = %paths.ca.display(), "using the generated certificate; clients can trust the CA file");
+            Some(tls::load_certified_key(&paths.cert, &paths.key)?)
+        }
+    };
+
+    check_free("server.listen", server_config.listen)?;
+    check_free("metrics.listen", metrics_config.listen)?;
+
+    let metrics = Metrics::new(prometheus::default_registry())?;
+    let tls_on = certificate.is_some();
+    let auth = Arc::new(Auth {
+        users: user_db,
+        tokens: TokenService::new(&secret, auth_config.issuer, auth_config.token_ttl),
+        stores: StateConfig::Memory.build(),
+        passwords: PasswordChecker::new(
+            auth_config.max_concurrent_hashes,
+            auth_config.max_queued_logins,
+        )?,
+        lockout: auth_config.lockout,
+        metrics: metrics.clone(),
+        vendor: api.vendor,
+        tls: tls_on,
+    });
+
+    let grace = server_config.shutdown_grace.as_secs();
+    let conf = ServerConf {
+        threads: server_config.threads,
+        grace_period_seconds: Some(grace),
+        graceful_shutdown_timeout_seconds: Some(grace),
+        pid_file: state_dir
+            .join("clustergate.pid")
+            .to_string_lossy()
+            .into_owned(),
+        upgrade_sock: state_dir
+            .join("upgrade.sock")
+            .to_string_lossy()
+            .into_owned(),
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+    server.bootstrap();
+
+    let gateway = Gateway {
+        auth,
+        metrics: metrics.clone(),
+        tls: tls_on,
+    };
+    let mut proxy =
+        pingora::proxy::http_proxy_service_with_name(&server.configuration, gateway, "clustergate");
+    let listen = server_config.listen.to_string();
+    match certificate {
+        Some(certified) => {
+            proxy.add_tls_with_settings(&listen, None, tls::listener_settings(certified)?)
+        }
+        None => proxy.add_tcp(&listen),
+    }
+    tracing::info!(addr = %listen, tls = tls_on, "gateway listener");
+
+    let mut metrics_service = Service::new("metrics".to_string(), MetricsApp { metrics });
+    metrics_service.threads = Some(1);
+    metrics_service.add_tcp(&metrics_config.listen.to_string());
+    tracing::info!(addr = %metrics_config.listen, "metrics listener (/metrics, /healthz)");
+
+    server.add_service(proxy);
+    server.add_service(metrics_service);
+    Ok(server)
+}
+
+/// Fails fast on a port in use: pingora would retry for 30 s, then only panic a thread.
+fn check_free(key: &'static str, addr: SocketAddr) -> Result<(), StartError> {
+    TcpListener::bind(addr)
+        .map(drop)
+        .map_err(|source| StartError::Bind { key, addr, source })
+}

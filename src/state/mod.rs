@@ -1,0 +1,82 @@
+//! State shared by every request (and, next, by every gateway through Redis): token
+//! revocations and login lockouts, each behind a narrow trait. Time is passed in, so the
+//! stores hold no clock and tests control it. Policy (how many failures lock for how
+//! long) lives in `auth`, not here.
+
+mod memory;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+pub use memory::{MemoryLockouts, MemoryRevocations};
+
+/// Seconds since the Unix epoch.
+pub type UnixTime = u64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("state store unavailable: {0}")]
+    Unavailable(String),
+    #[error("state store is full ({0} entries)")]
+    Full(usize),
+}
+
+/// Revoked token ids, each kept until the token would have expired anyway.
+#[async_trait]
+pub trait Revocations: Send + Sync {
+    /// Revokes token `jti` until `until` (its `exp`).
+    async fn revoke(&self, jti: &str, until: UnixTime, now: UnixTime) -> Result<(), StateError>;
+    async fn is_revoked(&self, jti: &str, now: UnixTime) -> Result<bool, StateError>;
+    /// Whether the store can answer (for readiness).
+    async fn ready(&self) -> Result<(), StateError>;
+}
+
+/// Consecutive login failures per username, and locks.
+#[async_trait]
+pub trait Lockouts: Send + Sync {
+    /// When `username` is locked at `now`, the end of the lock.
+    async fn locked_until(
+        &self,
+        username: &str,
+        now: UnixTime,
+    ) -> Result<Option<UnixTime>, StateError>;
+    /// Counts one more consecutive failure and returns the count.
+    async fn record_failure(&self, username: &str, now: UnixTime) -> Result<u32, StateError>;
+    /// Locks `username` until `until` and starts its failure count again.
+    async fn lock(&self, username: &str, until: UnixTime) -> Result<(), StateError>;
+    /// Forgets failures and locks of `username` (after a successful login).
+    async fn clear(&self, username: &str) -> Result<(), StateError>;
+    async fn ready(&self) -> Result<(), StateError>;
+}
+
+/// Which store holds the shared state. Redis comes next; the gateway only sees the traits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StateConfig {
+    #[default]
+    Memory,
+}
+
+/// The stores a gateway uses.
+#[derive(Clone)]
+pub struct Stores {
+    pub revocations: Arc<dyn Revocations>,
+    pub lockouts: Arc<dyn Lockouts>,
+}
+
+/// Bound on entries in a memory store, so no client can grow it without limit.
+pub const MEMORY_MAX_ENTRIES: usize = 100_000;
+
+impl StateConfig {
+    pub fn build(self) -> Stores {
+        match self {
+            StateConfig::Memory => Stores {
+                revocations: Arc::new(MemoryRevocations::new(MEMORY_MAX_ENTRIES)),
+                lockouts: Arc::new(MemoryLockouts::new(MEMORY_MAX_ENTRIES)),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod contract;

@@ -1,0 +1,185 @@
+//! The listener's certificate: the operator's files, or one generated into
+//! `state_dir/tls` on first start (signed by a throwaway CA whose key is discarded, so
+//! clients can trust `ca.pem` and nothing can mint more certificates).
+//! Certificates are loaded and checked here, so pingora never panics on a bad file.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use pingora::listeners::tls::TlsSettings;
+use pingora::tls::sign::CertifiedKey;
+use pingora::tls::{ClientHello, CryptoProvider, ResolvesServerCert};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+
+use crate::secrets;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {cert} / {key}: {reason}")]
+    Read {
+        cert: PathBuf,
+        key: PathBuf,
+        reason: String,
+    },
+    #[error("{cert} holds no PEM certificate, or {key} no PEM private key")]
+    Missing { cert: PathBuf, key: PathBuf },
+    #[error("{key} does not belong to the certificate in {cert}: {reason}")]
+    Mismatch {
+        cert: PathBuf,
+        key: PathBuf,
+        reason: String,
+    },
+    #[error("cannot generate a certificate: {0}")]
+    Generate(String),
+    #[error(transparent)]
+    Write(#[from] secrets::SecretError),
+}
+
+/// Where a generated certificate lives.
+pub struct GeneratedPaths {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl GeneratedPaths {
+    pub fn in_state_dir(state_dir: &Path) -> Self {
+        let dir = state_dir.join("tls");
+        GeneratedPaths {
+            ca: dir.join("ca.pem"),
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        }
+    }
+}
+
+/// Checks that `cert` and `key` load and belong together (used by config validation).
+pub fn check_files(cert: &Path, key: &Path) -> Result<(), TlsError> {
+    load_certified_key(cert, key).map(|_| ())
+}
+
+/// Loads a PEM chain and its private key, refusing a key that does not match.
+pub fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
+    pingora::tls::install_default_crypto_provider();
+    let (chain, private) =
+        pingora::tls::load_certs_and_key_files(&cert.to_string_lossy(), &key.to_string_lossy())
+            .map_err(|e| TlsError::Read {
+                cert: cert.to_path_buf(),
+                key: key.to_path_buf(),
+                reason: e.to_string(),
+            })?
+            .ok_or_else(|| TlsError::Missing {
+                cert: cert.to_path_buf(),
+                key: key.to_path_buf(),
+            })?;
+    let provider = CryptoProvider::get_default().ok_or_else(|| TlsError::Mismatch {
+        cert: cert.to_path_buf(),
+        key: key.to_path_buf(),
+        reason: "no TLS crypto provider installed".into(),
+    })?;
+    let chain = chain.into_iter().map(|c| c.into_owned()).collect();
+    CertifiedKey::from_der(chain, private.clone_key(), provider)
+        .map(Arc::new)
+        .map_err(|e| TlsError::Mismatch {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            reason: e.to_string(),
+        })
+}
+
+/// Returns the generated certificate's paths, generating it first when absent.
+pub fn ensure_generated(state_dir: &Path) -> Result<GeneratedPaths, TlsError> {
+    let paths = GeneratedPaths::in_state_dir(state_dir);
+    if paths.cert.exists() && paths.key.exists() {
+        return Ok(paths);
+    }
+    let gen = |e: rcgen::Error| TlsError::Generate(e.to_string());
+    let ca_key = KeyPair::generate().map_err(gen)?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(gen)?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "clustergate generated CA");
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_cert = ca_params.self_signed(&ca_key).map_err(gen)?;
+
+    let leaf_key = KeyPair::generate().map_err(gen)?;
+    let mut leaf = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+        .map_err(gen)?;
+    leaf.distinguished_name
+        .push(DnType::CommonName, "clustergate");
+    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let issuer = Issuer::new(ca_params, ca_key);
+    let leaf_cert = leaf.signed_by(&leaf_key, &issuer).map_err(gen)?;
+
+    secrets::write_private(&paths.ca, ca_cert.pem().as_bytes())?;
+    let chain = format!("{}{}", leaf_cert.pem(), ca_cert.pem());
+    secrets::write_private(&paths.cert, chain.as_bytes())?;
+    secrets::write_private(&paths.key, leaf_key.serialize_pem().as_bytes())?;
+    Ok(paths)
+}
+
+/// Listener settings serving `certified` with ALPN h2 and http/1.1.
+pub fn listener_settings(certified: Arc<CertifiedKey>) -> Result<TlsSettings, TlsError> {
+    let mut settings =
+        TlsSettings::intermediate("", "").map_err(|e| TlsError::Generate(e.to_string()))?;
+    settings.set_cert_resolver(Arc::new(FixedCert(certified)));
+    settings.enable_h2();
+    Ok(settings)
+}
+
+/// Serves one certificate for every name. A resolver (rather than file paths handed to
+/// pingora, which panics on bad files) is also where key rotation will plug in.
+struct FixedCert(Arc<CertifiedKey>);
+
+impl fmt::Debug for FixedCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FixedCert")
+    }
+}
+
+impl ResolvesServerCert for FixedCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_certificate_loads_and_is_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = ensure_generated(dir.path()).unwrap();
+        let first = std::fs::read(&paths.cert).unwrap();
+        assert!(load_certified_key(&paths.cert, &paths.key).is_ok());
+        ensure_generated(dir.path()).unwrap();
+        assert_eq!(std::fs::read(&paths.cert).unwrap(), first);
+        assert!(paths.ca.exists());
+    }
+
+    #[test]
+    fn a_key_from_another_certificate_is_refused() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let pa = ensure_generated(a.path()).unwrap();
+        let pb = ensure_generated(b.path()).unwrap();
+        assert!(matches!(
+            load_certified_key(&pa.cert, &pb.key),
+            Err(TlsError::Mismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn missing_files_are_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = check_files(&dir.path().join("c.pem"), &dir.path().join("k.pem"));
+        assert!(matches!(err, Err(TlsError::Read { .. })));
+    }
+}

@@ -1,0 +1,99 @@
+//! The gateway's users: who they are, whether they may log in, what their roles grant.
+//! Built once at start-up from the validated users file.
+
+pub mod bootstrap;
+pub mod password;
+pub mod roles;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use password::{PasswordChecker, PasswordHash};
+pub use roles::{Grants, Permission, Role, Scope};
+
+/// A user as the configuration describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserSpec {
+    pub username: String,
+    pub password_hash: PasswordHash,
+    pub roles: Vec<Role>,
+    pub enabled: bool,
+}
+
+/// A user the gateway knows, with its grants computed once.
+#[derive(Debug)]
+pub struct User {
+    pub username: String,
+    pub password_hash: Arc<PasswordHash>,
+    pub roles: Vec<Role>,
+    pub grants: Grants,
+    pub enabled: bool,
+}
+
+/// Every configured user, by name.
+#[derive(Debug, Default)]
+pub struct UserDb {
+    users: HashMap<String, Arc<User>>,
+}
+
+impl UserDb {
+    pub fn new(specs: Vec<UserSpec>) -> UserDb {
+        let users = specs
+            .into_iter()
+            .map(|spec| {
+                let UserSpec {
+                    username,
+                    password_hash,
+                    roles,
+                    enabled,
+                } = spec;
+                let user = User {
+                    grants: Grants::of(&roles),
+                    username: username.clone(),
+                    password_hash: Arc::new(password_hash),
+                    roles,
+                    enabled,
+                };
+                (username, Arc::new(user))
+            })
+            .collect();
+        UserDb { users }
+    }
+
+    /// The user, if it exists and is enabled: the only users that may log in or hold a
+    /// valid token.
+    pub fn active(&self, username: &str) -> Option<&Arc<User>> {
+        self.users.get(username).filter(|u| u.enabled)
+    }
+
+    pub fn len(&self) -> usize {
+        self.users.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.users.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, enabled: bool) -> UserSpec {
+        UserSpec {
+            username: name.into(),
+            password_hash: PasswordHash::Bcrypt(format!("$2b$04${}", "a".repeat(53))),
+            roles: vec![Role::ReadOnly],
+            enabled,
+        }
+    }
+
+    #[test]
+    fn active_finds_enabled_users_only() {
+        let db = UserDb::new(vec![spec("alice", true), spec("bob", false)]);
+        assert!(db.active("alice").is_some());
+        assert!(db.active("bob").is_none());
+        assert!(db.active("carol").is_none());
+        assert_eq!(db.len(), 2);
+    }
+}

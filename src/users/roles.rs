@@ -1,0 +1,299 @@
+//! The dashboard's security scopes, permissions and system roles (Ceph 16.2.15
+//! `security.py` and `services/access_control.py`), and what a set of roles grants.
+
+use std::collections::BTreeMap;
+
+/// A security scope, as the dashboard names it. Declared in the dashboard's sorted order,
+/// which is also the order `permissions` maps are written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    Cephfs,
+    ConfigOpt,
+    DashboardSettings,
+    Grafana,
+    Hosts,
+    Iscsi,
+    Log,
+    Manager,
+    Monitor,
+    NfsGanesha,
+    Osd,
+    Pool,
+    Prometheus,
+    RbdImage,
+    RbdMirroring,
+    Rgw,
+    User,
+}
+
+impl Scope {
+    pub const ALL: [Scope; 17] = [
+        Scope::Cephfs,
+        Scope::ConfigOpt,
+        Scope::DashboardSettings,
+        Scope::Grafana,
+        Scope::Hosts,
+        Scope::Iscsi,
+        Scope::Log,
+        Scope::Manager,
+        Scope::Monitor,
+        Scope::NfsGanesha,
+        Scope::Osd,
+        Scope::Pool,
+        Scope::Prometheus,
+        Scope::RbdImage,
+        Scope::RbdMirroring,
+        Scope::Rgw,
+        Scope::User,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Cephfs => "cephfs",
+            Scope::ConfigOpt => "config-opt",
+            Scope::DashboardSettings => "dashboard-settings",
+            Scope::Grafana => "grafana",
+            Scope::Hosts => "hosts",
+            Scope::Iscsi => "iscsi",
+            Scope::Log => "log",
+            Scope::Manager => "manager",
+            Scope::Monitor => "monitor",
+            Scope::NfsGanesha => "nfs-ganesha",
+            Scope::Osd => "osd",
+            Scope::Pool => "pool",
+            Scope::Prometheus => "prometheus",
+            Scope::RbdImage => "rbd-image",
+            Scope::RbdMirroring => "rbd-mirroring",
+            Scope::Rgw => "rgw",
+            Scope::User => "user",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Scope> {
+        Scope::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// One permission on a scope. The dashboard derives it from the HTTP method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Permission {
+    Read,
+    Create,
+    Update,
+    Delete,
+}
+
+impl Permission {
+    /// Alphabetical, the order the dashboard lists them in.
+    const SORTED: [Permission; 4] = [
+        Permission::Create,
+        Permission::Delete,
+        Permission::Read,
+        Permission::Update,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Permission::Read => "read",
+            Permission::Create => "create",
+            Permission::Update => "update",
+            Permission::Delete => "delete",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        match self {
+            Permission::Read => 1,
+            Permission::Create => 2,
+            Permission::Update => 4,
+            Permission::Delete => 8,
+        }
+    }
+}
+
+const READ: u8 = 1;
+const FULL: u8 = 15;
+
+/// The dashboard's system roles; they cannot be changed on the dashboard either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    Administrator,
+    ReadOnly,
+    BlockManager,
+    RgwManager,
+    ClusterManager,
+    PoolManager,
+    CephfsManager,
+    GaneshaManager,
+}
+
+impl Role {
+    pub const ALL: [Role; 8] = [
+        Role::Administrator,
+        Role::ReadOnly,
+        Role::BlockManager,
+        Role::RgwManager,
+        Role::ClusterManager,
+        Role::PoolManager,
+        Role::CephfsManager,
+        Role::GaneshaManager,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Administrator => "administrator",
+            Role::ReadOnly => "read-only",
+            Role::BlockManager => "block-manager",
+            Role::RgwManager => "rgw-manager",
+            Role::ClusterManager => "cluster-manager",
+            Role::PoolManager => "pool-manager",
+            Role::CephfsManager => "cephfs-manager",
+            Role::GaneshaManager => "ganesha-manager",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// The permission bits this role grants on `scope`.
+    fn grants(self, scope: Scope) -> u8 {
+        use Scope::*;
+        match self {
+            Role::Administrator => FULL,
+            Role::ReadOnly => match scope {
+                DashboardSettings | ConfigOpt => 0,
+                _ => READ,
+            },
+            Role::BlockManager => match scope {
+                RbdImage | Iscsi | RbdMirroring => FULL,
+                Pool | Grafana => READ,
+                _ => 0,
+            },
+            Role::RgwManager => match scope {
+                Rgw => FULL,
+                Grafana => READ,
+                _ => 0,
+            },
+            Role::ClusterManager => match scope {
+                Hosts | Osd | Monitor | Manager | ConfigOpt | Log => FULL,
+                Grafana => READ,
+                _ => 0,
+            },
+            Role::PoolManager => match scope {
+                Pool => FULL,
+                Grafana => READ,
+                _ => 0,
+            },
+            Role::CephfsManager => match scope {
+                Cephfs => FULL,
+                Grafana => READ,
+                _ => 0,
+            },
+            Role::GaneshaManager => match scope {
+                NfsGanesha | Cephfs | Rgw => FULL,
+                Grafana => READ,
+                _ => 0,
+            },
+        }
+    }
+}
+
+/// What a user's roles grant, computed once when the users are loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grants([u8; 17]);
+
+impl Grants {
+    pub fn of(roles: &[Role]) -> Grants {
+        let mut bits = [0u8; 17];
+        for (i, scope) in Scope::ALL.into_iter().enumerate() {
+            bits[i] = roles.iter().fold(0, |acc, r| acc | r.grants(scope));
+        }
+        Grants(bits)
+    }
+
+    /// Whether some role grants `permission` on `scope` (the dashboard's `User.authorize`).
+    pub fn allows(&self, scope: Scope, permission: Permission) -> bool {
+        self.0[scope as usize] & permission.bit() != 0
+    }
+
+    /// The dashboard's `permissions` object: each granted scope with its sorted permissions.
+    pub fn to_map(&self) -> BTreeMap<&'static str, Vec<&'static str>> {
+        Scope::ALL
+            .into_iter()
+            .filter(|s| self.0[*s as usize] != 0)
+            .map(|s| {
+                let perms = Permission::SORTED
+                    .into_iter()
+                    .filter(|p| self.allows(s, *p))
+                    .map(Permission::name)
+                    .collect();
+                (s.name(), perms)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn administrator_has_every_permission_on_all_17_scopes() {
+        let map = Grants::of(&[Role::Administrator]).to_map();
+        assert_eq!(map.len(), 17);
+        assert!(map
+            .values()
+            .all(|p| p == &["create", "delete", "read", "update"]));
+    }
+
+    #[test]
+    fn read_only_matches_the_dashboard_16_2_15_answer() {
+        let map = Grants::of(&[Role::ReadOnly]).to_map();
+        let expected = [
+            "cephfs",
+            "grafana",
+            "hosts",
+            "iscsi",
+            "log",
+            "manager",
+            "monitor",
+            "nfs-ganesha",
+            "osd",
+            "pool",
+            "prometheus",
+            "rbd-image",
+            "rbd-mirroring",
+            "rgw",
+            "user",
+        ];
+        assert_eq!(map.keys().copied().collect::<Vec<_>>(), expected);
+        assert!(map.values().all(|p| p == &["read"]));
+    }
+
+    #[test]
+    fn roles_union_their_grants() {
+        let g = Grants::of(&[Role::PoolManager, Role::RgwManager]);
+        assert!(g.allows(Scope::Pool, Permission::Delete));
+        assert!(g.allows(Scope::Rgw, Permission::Create));
+        assert!(g.allows(Scope::Grafana, Permission::Read));
+        assert!(!g.allows(Scope::Grafana, Permission::Update));
+        assert!(!g.allows(Scope::Osd, Permission::Read));
+    }
+
+    #[test]
+    fn no_roles_grant_nothing() {
+        assert!(Grants::of(&[]).to_map().is_empty());
+    }
+
+    #[test]
+    fn scope_and_role_names_round_trip() {
+        for s in Scope::ALL {
+            assert_eq!(Scope::from_name(s.name()), Some(s));
+        }
+        for r in Role::ALL {
+            assert_eq!(Role::from_name(r.name()), Some(r));
+        }
+        assert_eq!(Role::from_name("root"), None);
+    }
+}
