@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build and test clustergate.
+# Idempotent: installs only what is missing. Needs root (or sudo) when something is missing.
+#   deploy/install-deps.sh            build dependencies (cmake, a C compiler)
+#   deploy/install-deps.sh --test     also what the test suite uses
+set -euo pipefail
+
+want=(cmake gcc make)
+if [[ "${1:-}" == "--test" ]]; then
+  want+=(curl)
+fi
+
+missing=()
+for pkg in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "install-deps: cargo is not on PATH; install a Rust toolchain (rustup) first" >&2
+  exit 1
+fi
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null 2>&1 || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
