@@ -34,6 +34,8 @@ pub enum GatewayError {
     BadGateway { detail: String },
     #[error("{detail}")]
     Unavailable { detail: String },
+    #[error("The dashboard backend did not answer in time.")]
+    GatewayTimeout,
     #[error("The server encountered an unexpected condition which prevented it from fulfilling the request.")]
     Internal,
 }
@@ -57,6 +59,7 @@ impl GatewayError {
             GatewayError::TooManyRequests => 429,
             GatewayError::BadGateway { .. } => 502,
             GatewayError::Unavailable { .. } => 503,
+            GatewayError::GatewayTimeout => 504,
             GatewayError::Internal => 500,
         }
     }
@@ -65,7 +68,9 @@ impl GatewayError {
     pub fn headers(&self) -> Vec<(&'static str, String)> {
         match self {
             GatewayError::MethodNotAllowed { allow } => vec![("allow", allow.to_string())],
-            GatewayError::TooManyRequests => vec![("retry-after", "1".to_string())],
+            GatewayError::TooManyRequests | GatewayError::Unavailable { .. } => {
+                vec![("retry-after", "1".to_string())]
+            }
             _ => Vec::new(),
         }
     }

@@ -13,10 +13,14 @@
 //! Start-up: `config` reads and validates the files once; `server` creates the state
 //! (`tls`, `secrets`, the initial admin) and hands the services to pingora.
 
+pub mod access;
 pub mod auth;
 pub mod config;
+pub mod docs;
 pub mod errors;
+pub mod forward;
 pub mod metrics;
+pub mod paths;
 pub mod proxy;
 pub mod respond;
 pub mod routes;
@@ -25,5 +29,6 @@ pub mod server;
 pub mod state;
 pub mod tls;
 pub mod tokens;
+pub mod upstream;
 pub mod users;
 pub mod versioning;

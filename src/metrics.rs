@@ -9,7 +9,8 @@ use http::Response;
 use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 use crate::routes::Route;
@@ -22,6 +23,10 @@ pub struct Metrics {
     logins: IntCounterVec,
     token_checks: IntCounterVec,
     password_verifications: IntCounter,
+    upstream_up: IntGaugeVec,
+    upstream_requests: IntCounterVec,
+    upstream_duration: HistogramVec,
+    upstream_logins: IntCounterVec,
 }
 
 /// How a login ended, as the `result` label says it.
@@ -84,6 +89,42 @@ impl Metrics {
             "clustergate_password_verifications_total",
             "Password hashes computed for logins (one per attempt, known user or not)",
         )?;
+        let upstream_up = IntGaugeVec::new(
+            Opts::new(
+                "clustergate_upstream_up",
+                "1 while the dashboard backend is healthy and the active manager",
+            ),
+            &["server"],
+        )?;
+        let upstream_requests = IntCounterVec::new(
+            Opts::new(
+                "clustergate_upstream_requests_total",
+                "Responses from dashboard backends, by server and status",
+            ),
+            &["server", "status"],
+        )?;
+        let upstream_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "clustergate_upstream_duration_seconds",
+                "Time from sending a request to a backend to its response header",
+            )
+            .buckets(vec![
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                120.0,
+            ]),
+            &["server"],
+        )?;
+        let upstream_logins = IntCounterVec::new(
+            Opts::new(
+                "clustergate_upstream_logins_total",
+                "Logins of the gateway's service account on the backends, by result",
+            ),
+            &["result"],
+        )?;
+        registry.register(Box::new(upstream_up.clone()))?;
+        registry.register(Box::new(upstream_requests.clone()))?;
+        registry.register(Box::new(upstream_duration.clone()))?;
+        registry.register(Box::new(upstream_logins.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(logins.clone()))?;
@@ -96,6 +137,10 @@ impl Metrics {
             logins,
             token_checks,
             password_verifications,
+            upstream_up,
+            upstream_requests,
+            upstream_duration,
+            upstream_logins,
         }))
     }
 
@@ -145,6 +190,27 @@ impl Metrics {
         self.password_verifications.inc();
     }
 
+    pub fn upstream_up(&self, server: &str, up: bool) {
+        self.upstream_up
+            .with_label_values(&[server])
+            .set(i64::from(up));
+    }
+
+    pub fn upstream_response(&self, server: &str, status: u16, elapsed: Duration) {
+        let digits = itoa_status(status);
+        let status = std::str::from_utf8(&digits).unwrap_or("0");
+        self.upstream_requests
+            .with_label_values(&[server, status])
+            .inc();
+        self.upstream_duration
+            .with_label_values(&[server])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn upstream_login(&self, result: &'static str) {
+        self.upstream_logins.with_label_values(&[result]).inc();
+    }
+
     fn render(&self) -> Result<Vec<u8>, prometheus::Error> {
         let mut out = Vec::with_capacity(16 * 1024);
         TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
@@ -179,6 +245,8 @@ fn method_label(method: &http::Method) -> &'static str {
 /// The metrics listener's application.
 pub struct MetricsApp {
     pub metrics: Arc<Metrics>,
+    /// Ready means an active backend is known; `None` (no backends): always ready.
+    pub readiness: Option<Arc<crate::upstream::Upstreams>>,
 }
 
 #[async_trait]
@@ -194,6 +262,12 @@ impl ServeHttp for MetricsApp {
                 }
             },
             "/healthz" => (200, "text/plain", b"ok\n".to_vec()),
+            "/readyz" => match &self.readiness {
+                Some(upstreams) if !upstreams.any_active() => {
+                    (503, "text/plain", b"no active dashboard backend\n".to_vec())
+                }
+                _ => (200, "text/plain", b"ready\n".to_vec()),
+            },
             _ => (404, "text/plain", b"not found\n".to_vec()),
         };
         let mut response = Response::new(body);

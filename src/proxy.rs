@@ -1,27 +1,48 @@
-//! The request path, top to bottom, as pingora runs it: classify the route, answer the
-//! auth endpoints here, check the token on every other API path, and measure every
-//! request. The modules decide; this file only calls them in order.
+//! The request path, top to bottom, as pingora runs it. The modules decide; this file
+//! calls them in order:
+//! 1. `request_filter`: normalize the path (`paths`), classify it (`routes`); answer the
+//!    auth endpoints (`auth`) and the docs (`docs`) here; for API paths check the token
+//!    (401), the role (`access`, 403) and the version (`versioning`, 415), then forward.
+//! 2. `upstream_peer`: the active manager (`upstream`) this request has not tried yet.
+//! 3. `upstream_request_filter`: swap the client's credentials for the service account's
+//!    (`forward`).
+//! 4. `upstream_response_filter`: a standby's answer or a refused service token never
+//!    reaches the client: mark, and retry (`error_while_proxy` allows the retry).
+//! 5. `response_filter`: security headers, no backend address in `Location`.
+//! 6. `fail_to_proxy` answers errors in the dashboard's shape; `logging` measures.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use pingora::http::ResponseHeader;
+use bytes::Bytes;
+use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use tracing::Instrument;
 
+use crate::access::{AccessError, AccessTable};
 use crate::auth::{Auth, AuthRequest};
+use crate::docs::{self, Docs};
 use crate::errors::GatewayError;
+use crate::forward::{self, Forward};
 use crate::metrics::Metrics;
+use crate::paths;
 use crate::respond::{self, LocalResponse};
 use crate::routes::Route;
 use crate::state::UnixTime;
+use crate::upstream::credentials::{CredentialError, ServiceAccount};
+use crate::upstream::{health, Backend, BackendState, Tried, Upstreams};
+use crate::versioning;
 
 /// Auth request bodies are a few hundred bytes; anything near this is abuse.
 pub const AUTH_BODY_LIMIT: usize = 64 * 1024;
 /// Paths are echoed in 404 details up to this many bytes.
 const MAX_ECHOED_PATH: usize = 256;
+
+/// Why a forwarded attempt is retried on another (or the same) backend.
+const STANDBY: ErrorType = ErrorType::Custom("backend is not the active manager");
+const TOKEN_REFUSED: ErrorType = ErrorType::Custom("backend refused the service token");
 
 /// The gateway as pingora sees it.
 pub struct Gateway {
@@ -29,6 +50,17 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     /// Whether clients reach this listener over TLS.
     pub tls: bool,
+    pub vendor: String,
+    /// `None` when no backend is configured.
+    pub forwarding: Option<Forwarding>,
+}
+
+/// Everything forwarding needs.
+pub struct Forwarding {
+    pub upstreams: Arc<Upstreams>,
+    pub account: Arc<ServiceAccount>,
+    pub access: AccessTable,
+    pub docs: Docs,
 }
 
 /// Per-request state.
@@ -38,6 +70,16 @@ pub struct RequestCtx {
     pub route: Route,
     /// Carries the request id into every log line of this request.
     pub span: tracing::Span,
+    forward: Option<Forward>,
+    tried: Tried,
+    backend: Option<Arc<Backend>>,
+    upstream_token: Option<Arc<str>>,
+    upstream_sent: Option<Instant>,
+    relogged: bool,
+    retry: bool,
+    body_bytes: usize,
+    /// An error already decided, for `fail_to_proxy` to answer.
+    failure: Option<GatewayError>,
 }
 
 #[async_trait]
@@ -51,15 +93,28 @@ impl ProxyHttp for Gateway {
             id,
             started: Instant::now(),
             route: Route::Other,
+            forward: None,
+            tried: 0,
+            backend: None,
+            upstream_token: None,
+            upstream_sent: None,
+            relogged: false,
+            retry: false,
+            body_bytes: 0,
+            failure: None,
         }
     }
 
-    /// Runs first: every request is answered here until forwarding lands.
+    /// Runs first: answers locally, or decides what to forward (`Ok(false)`).
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
-        ctx.route = Route::classify(session.req_header().uri.path());
         let span = ctx.span.clone();
-        let response = match self.answer(session, ctx.route).instrument(span).await {
-            Ok(response) => response,
+        let outcome = self.decide(session, ctx).instrument(span).await;
+        let response = match outcome {
+            Ok(Decision::Forward(forward)) => {
+                ctx.forward = Some(forward);
+                return Ok(false);
+            }
+            Ok(Decision::Answer(response)) => response,
             Err(error) => {
                 let _enter = ctx.span.enter();
                 tracing::debug!(status = error.status(), %error, "refused");
@@ -73,9 +128,154 @@ impl ProxyHttp for Gateway {
     async fn upstream_peer(
         &self,
         _session: &mut Session,
-        _ctx: &mut RequestCtx,
+        ctx: &mut RequestCtx,
     ) -> Result<Box<HttpPeer>> {
-        Error::e_explain(HTTPStatus(502), "no dashboard backend is configured")
+        let Some(forwarding) = &self.forwarding else {
+            return Error::e_explain(HTTPStatus(502), "no dashboard backend is configured");
+        };
+        let Some(backend) = forwarding.upstreams.pick(ctx.tried) else {
+            ctx.failure = Some(no_active_backend());
+            return Error::e_explain(HTTPStatus(503), "no active dashboard backend");
+        };
+        if backend.index < 64 {
+            ctx.tried |= 1 << backend.index;
+        }
+        ctx.backend = Some(backend.clone());
+        Ok(Box::new(
+            forwarding
+                .upstreams
+                .peer(backend, forwarding.upstreams.read_timeout),
+        ))
+    }
+
+    /// Swaps the client's credentials for the service account's token.
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let (Some(forwarding), Some(forward), Some(backend)) =
+            (&self.forwarding, &ctx.forward, &ctx.backend)
+        else {
+            return Error::e_explain(InternalError, "forwarding without a decision");
+        };
+        let token = match forwarding
+            .account
+            .token(&forwarding.upstreams, backend, unix_now())
+            .await
+        {
+            Ok(token) => token,
+            Err(CredentialError::NotActive(status)) => {
+                health::record(&self.metrics, backend, BackendState::Standby);
+                ctx.retry = true;
+                return Error::e_explain(STANDBY, format!("login answered {status}"));
+            }
+            Err(e) => {
+                ctx.failure = Some(match &e {
+                    CredentialError::Client(crate::upstream::ClientError::Timeout) => {
+                        GatewayError::GatewayTimeout
+                    }
+                    _ => GatewayError::BadGateway {
+                        detail: "the gateway could not log in to the dashboard backend".into(),
+                    },
+                });
+                let _enter = ctx.span.enter();
+                tracing::error!(server = %backend.base, error = %e, "no service account token");
+                return Error::e_explain(HTTPStatus(502), "no service account token");
+            }
+        };
+        let header = session.req_header();
+        let client = forward::Client {
+            ip: session
+                .client_addr()
+                .and_then(|a| a.as_inet())
+                .map(|a| a.ip().to_string()),
+            tls: self.tls,
+            host: header
+                .headers
+                .get("host")
+                .and_then(|v| v.to_str().ok())
+                .or_else(|| header.uri.authority().map(|a| a.as_str())),
+        };
+        forward::rewrite_request(
+            upstream_request,
+            forward,
+            &backend.host_header(),
+            &token,
+            &client,
+        )?;
+        ctx.upstream_token = Some(token);
+        ctx.upstream_sent = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Bounds bodies without a Content-Length (the declared ones were checked up front).
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let Some(forwarding) = &self.forwarding else {
+            return Ok(());
+        };
+        ctx.body_bytes += body.as_ref().map_or(0, Bytes::len);
+        let limit = forwarding.upstreams.max_body_bytes;
+        if ctx.body_bytes > limit {
+            ctx.failure = Some(GatewayError::PayloadTooLarge { limit });
+            return Error::e_explain(HTTPStatus(413), "request body too large");
+        }
+        Ok(())
+    }
+
+    /// A standby's answer, or a refusal of the service token, is retried instead of
+    /// reaching the client.
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let (Some(forwarding), Some(backend)) = (&self.forwarding, ctx.backend.clone()) else {
+            return Ok(());
+        };
+        let status = response.status.as_u16();
+        let elapsed = ctx.upstream_sent.map_or(Duration::ZERO, |t| t.elapsed());
+        self.metrics
+            .upstream_response(&backend.base, status, elapsed);
+        if status == 303 || status >= 500 {
+            // Only a standby redirects everything, and the active manager's own errors
+            // (e.g. 503 without an orchestrator) are real answers: ask health_path.
+            let timeout = forwarding
+                .upstreams
+                .connect_timeout
+                .max(Duration::from_secs(1));
+            let state = health::probe(&forwarding.upstreams, &backend, timeout).await;
+            if state != BackendState::Active {
+                health::record(&self.metrics, &backend, state);
+                ctx.retry = true;
+                let _enter = ctx.span.enter();
+                tracing::info!(server = %backend.base, status, "a standby answered; trying the next backend");
+                return Error::e_explain(STANDBY, format!("answered {status}"));
+            }
+        }
+        if status == 401 && !ctx.relogged {
+            if let Some(token) = ctx.upstream_token.take() {
+                if let Err(e) = forwarding.account.discard(&token).await {
+                    tracing::warn!(error = %e, "cannot discard the refused service token");
+                }
+            }
+            ctx.relogged = true;
+            ctx.retry = true;
+            // The same backend is asked again, with a new token.
+            if backend.index < 64 {
+                ctx.tried &= !(1 << backend.index);
+            }
+            return Error::e_explain(TOKEN_REFUSED, "retrying with a new service token");
+        }
+        Ok(())
     }
 
     async fn response_filter(
@@ -84,7 +284,52 @@ impl ProxyHttp for Gateway {
         response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
+        if let Some(forwarding) = &self.forwarding {
+            forward::rewrite_response(response, &forwarding.upstreams)?;
+        }
         respond::add_common_headers(response, self.tls, &ctx.id)
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut RequestCtx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        if let Some(backend) = &ctx.backend {
+            health::record(&self.metrics, backend, BackendState::Down);
+        }
+        // Nothing was sent: another backend may be the active one.
+        e.set_retry(true);
+        e
+    }
+
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut RequestCtx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        let truncated = session.as_ref().retry_buffer_truncated();
+        if std::mem::take(&mut ctx.retry) {
+            // A standby processed nothing, whatever the method: resend the kept body.
+            if truncated {
+                ctx.failure = Some(GatewayError::Unavailable {
+                    detail: "the active dashboard changed while a large request was sent; retry it"
+                        .into(),
+                });
+            }
+            e.set_retry(!truncated);
+        } else if !session.req_header().method.is_idempotent() || truncated {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
+        }
+        e
     }
 
     async fn fail_to_proxy(
@@ -94,17 +339,20 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
         let _enter = ctx.span.enter();
-        if matches!(e.esource(), ErrorSource::Downstream) {
-            tracing::debug!(error = %e, "client went away");
-            return FailToProxy {
-                error_code: 0,
-                can_reuse_downstream: false,
-            };
-        }
-        tracing::warn!(error = %e, "cannot proxy");
-        let error = GatewayError::BadGateway {
-            detail: "the dashboard backend could not be reached".into(),
+        let error = match ctx.failure.take() {
+            Some(error) => error,
+            None => match classify_failure(e) {
+                Some(error) => error,
+                None => {
+                    tracing::debug!(error = %e, "client went away");
+                    return FailToProxy {
+                        error_code: 0,
+                        can_reuse_downstream: false,
+                    };
+                }
+            },
         };
+        tracing::warn!(error = %e, status = error.status(), "cannot proxy");
         let code = error.status();
         let response = LocalResponse::from_error(&error, &ctx.id);
         if let Err(write_error) = respond::send(session, response, self.tls, &ctx.id).await {
@@ -130,51 +378,160 @@ impl ProxyHttp for Gateway {
             path = session.req_header().uri.path(),
             route = ctx.route.label(),
             status,
+            backend = ctx.backend.as_ref().map_or("", |b| b.base.as_str()),
             micros = elapsed.as_micros() as u64,
         );
     }
 }
 
+/// What `request_filter` decided.
+enum Decision {
+    Answer(LocalResponse),
+    Forward(Forward),
+}
+
 impl Gateway {
-    /// The answer to a request the gateway serves itself.
-    async fn answer(
+    async fn decide(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<Decision, GatewayError> {
+        let path = paths::normalize(session.req_header().uri.path())
+            .map_err(|e| GatewayError::bad_request(format!("Invalid request path: {e}.")))?;
+        ctx.route = Route::classify(&path);
+        let now = unix_now();
+        match ctx.route {
+            Route::Login | Route::TokenCheck | Route::Logout => self
+                .answer_auth(session, ctx.route, now)
+                .await
+                .map(Decision::Answer),
+            Route::Docs => self.answer_docs(session, &path).await.map(Decision::Answer),
+            Route::Api => self.decide_api(session, path, now).await,
+            Route::Other => Err(not_found(&path)),
+        }
+    }
+
+    async fn answer_auth(
         &self,
         session: &mut Session,
         route: Route,
+        now: UnixTime,
     ) -> Result<LocalResponse, GatewayError> {
-        let now = unix_now();
-        match route {
-            Route::Login | Route::TokenCheck | Route::Logout => {
-                if session.req_header().method != http::Method::POST {
-                    return Err(GatewayError::MethodNotAllowed { allow: "POST" });
-                }
-                let body = respond::read_body(session, AUTH_BODY_LIMIT).await?;
-                let header = session.req_header();
-                let req = AuthRequest {
-                    headers: &header.headers,
-                    query: header.uri.query(),
-                    body,
-                };
-                match route {
-                    Route::Login => self.auth.login(&req, now).await,
-                    Route::TokenCheck => self.auth.check(&req, now).await,
-                    _ => self.auth.logout(&req, now).await,
-                }
-            }
-            Route::Api => {
-                let _user = self
-                    .auth
-                    .authenticate(&session.req_header().headers, now)
-                    .await?;
-                Err(not_found(session))
-            }
-            Route::Docs | Route::Other => Err(not_found(session)),
+        if session.req_header().method != http::Method::POST {
+            return Err(GatewayError::MethodNotAllowed { allow: "POST" });
         }
+        let body = respond::read_body(session, AUTH_BODY_LIMIT).await?;
+        let header = session.req_header();
+        let req = AuthRequest {
+            headers: &header.headers,
+            query: header.uri.query(),
+            body,
+        };
+        match route {
+            Route::Login => self.auth.login(&req, now).await,
+            Route::TokenCheck => {
+                let available = self
+                    .forwarding
+                    .as_ref()
+                    .is_none_or(|f| f.upstreams.any_active());
+                self.auth.check(&req, now, available).await
+            }
+            _ => self.auth.logout(&req, now).await,
+        }
+    }
+
+    async fn answer_docs(
+        &self,
+        session: &Session,
+        path: &str,
+    ) -> Result<LocalResponse, GatewayError> {
+        let method = &session.req_header().method;
+        if method != http::Method::GET && method != http::Method::HEAD {
+            return Err(GatewayError::MethodNotAllowed { allow: "GET, HEAD" });
+        }
+        match (path, &self.forwarding) {
+            ("/docs", Some(_)) => Ok(docs::page()),
+            ("/docs/api.json" | "/docs/openapi.json", Some(forwarding)) => {
+                forwarding.docs.document().await
+            }
+            _ => Err(not_found(path)),
+        }
+    }
+
+    /// 401, 403 and 415 are decided here, in the dashboard's order, before anything is sent.
+    async fn decide_api(
+        &self,
+        session: &mut Session,
+        path: String,
+        now: UnixTime,
+    ) -> Result<Decision, GatewayError> {
+        let header = session.req_header();
+        let user = self.auth.authenticate(&header.headers, now).await?;
+        let Some(forwarding) = &self.forwarding else {
+            return Err(not_found(&path));
+        };
+        forwarding
+            .access
+            .authorize(&user, &header.method, &path)
+            .map_err(|e| match e {
+                AccessError::UnknownPath => not_found(&path),
+                AccessError::Forbidden(..) => GatewayError::Forbidden,
+            })?;
+        let accept = header
+            .headers
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok());
+        let version = versioning::choose(accept, &self.vendor)?;
+        if !forwarding.upstreams.any_active() {
+            return Err(no_active_backend());
+        }
+        let path_and_query = match header.uri.query() {
+            Some(query) => format!("{path}?{query}"),
+            None => path,
+        };
+        let declared = header
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        let limit = forwarding.upstreams.max_body_bytes;
+        if declared.is_some_and(|n| n > limit) {
+            // Read up to the limit first: HTTP/2 clients refused unread see a reset.
+            respond::read_body(session, limit).await?;
+            return Err(GatewayError::PayloadTooLarge { limit });
+        }
+        Ok(Decision::Forward(Forward {
+            path_and_query,
+            user,
+            accept: version.media_type(&self.vendor),
+        }))
     }
 }
 
-fn not_found(session: &Session) -> GatewayError {
-    let path = session.req_header().uri.path();
+/// The answer for a pingora error nobody decided on; `None`: the client went away.
+fn classify_failure(e: &Error) -> Option<GatewayError> {
+    match e.etype() {
+        HTTPStatus(503) => Some(no_active_backend()),
+        ReadTimedout | WriteTimedout | ConnectTimedout
+            if matches!(e.esource(), ErrorSource::Upstream) =>
+        {
+            Some(GatewayError::GatewayTimeout)
+        }
+        _ if matches!(e.esource(), ErrorSource::Downstream) => None,
+        _ if e.etype() == &STANDBY => Some(no_active_backend()),
+        _ => Some(GatewayError::BadGateway {
+            detail: "the dashboard backend could not be reached".into(),
+        }),
+    }
+}
+
+fn no_active_backend() -> GatewayError {
+    GatewayError::Unavailable {
+        detail: "no active dashboard backend".into(),
+    }
+}
+
+fn not_found(path: &str) -> GatewayError {
     let end = (0..=MAX_ECHOED_PATH.min(path.len()))
         .rev()
         .find(|i| path.is_char_boundary(*i))

@@ -9,17 +9,26 @@ use pingora::server::configuration::ServerConf;
 use pingora::server::Server;
 use pingora::services::listening::Service;
 
+use pingora::services::background::background_service;
+
+use crate::access::AccessTable;
 use crate::auth::Auth;
-use crate::config::{Config, TlsMode};
+use crate::config::{AccessConfig, Config, TlsMode, UpstreamConfig, UpstreamTrust};
+use crate::docs::Docs;
 use crate::metrics::{Metrics, MetricsApp};
-use crate::proxy::Gateway;
+use crate::proxy::{Forwarding, Gateway};
 use crate::secrets::{self, SecretError};
 use crate::state::StateConfig;
+use crate::state::Stores;
 use crate::tls::{self, TlsError};
 use crate::tokens::TokenService;
+use crate::upstream::credentials::ServiceAccount;
+use crate::upstream::health::HealthChecker;
+use crate::upstream::{UpstreamError, Upstreams};
 use crate::users::bootstrap::{self, BootstrapError};
 use crate::users::password::HashError;
 use crate::users::{PasswordChecker, UserDb};
+use crate::versioning::ApiVersion;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -35,6 +44,8 @@ pub enum StartError {
     Hash(#[from] HashError),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
     #[error("{key}: cannot listen on {addr}: {source}")]
     Bind {
         key: &'static str,
@@ -58,6 +69,8 @@ pub fn build(config: Config) -> Result<Server, StartError> {
         api,
         auth: auth_config,
         users,
+        upstream,
+        access,
     } = config;
     let state_dir = &server_config.state_dir;
     secrets::ensure_private_dir(state_dir).map_err(StartError::StateDir)?;
@@ -94,17 +107,32 @@ pub fn build(config: Config) -> Result<Server, StartError> {
 
     let metrics = Metrics::new(prometheus::default_registry())?;
     let tls_on = certificate.is_some();
+    let stores = StateConfig::Memory.build();
+    let forwarding = match upstream {
+        Some(upstream) => Some(forwarding(
+            upstream,
+            access,
+            &server_config.public_url,
+            &api.vendor,
+            &stores,
+            &metrics,
+        )?),
+        None => {
+            tracing::warn!("no [upstream] configured: only the auth endpoints are served");
+            None
+        }
+    };
     let auth = Arc::new(Auth {
         users: user_db,
         tokens: TokenService::new(&secret, auth_config.issuer, auth_config.token_ttl),
-        stores: StateConfig::Memory.build(),
+        stores,
         passwords: PasswordChecker::new(
             auth_config.max_concurrent_hashes,
             auth_config.max_queued_logins,
         )?,
         lockout: auth_config.lockout,
         metrics: metrics.clone(),
-        vendor: api.vendor,
+        vendor: api.vendor.clone(),
         tls: tls_on,
     });
 
@@ -126,10 +154,19 @@ pub fn build(config: Config) -> Result<Server, StartError> {
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
 
+    let health = forwarding.as_ref().map(|f| HealthChecker {
+        upstreams: f.upstreams.clone(),
+        account: f.account.clone(),
+        metrics: metrics.clone(),
+        interval: f.health_interval,
+    });
+    let readiness = forwarding.as_ref().map(|f| f.upstreams.clone());
     let gateway = Gateway {
         auth,
         metrics: metrics.clone(),
         tls: tls_on,
+        vendor: api.vendor,
+        forwarding: forwarding.map(|f| f.forwarding),
     };
     let mut proxy =
         pingora::proxy::http_proxy_service_with_name(&server.configuration, gateway, "clustergate");
@@ -142,14 +179,77 @@ pub fn build(config: Config) -> Result<Server, StartError> {
     }
     tracing::info!(addr = %listen, tls = tls_on, "gateway listener");
 
-    let mut metrics_service = Service::new("metrics".to_string(), MetricsApp { metrics });
+    let mut metrics_service =
+        Service::new("metrics".to_string(), MetricsApp { metrics, readiness });
     metrics_service.threads = Some(1);
     metrics_service.add_tcp(&metrics_config.listen.to_string());
     tracing::info!(addr = %metrics_config.listen, "metrics listener (/metrics, /healthz)");
 
     server.add_service(proxy);
     server.add_service(metrics_service);
+    if let Some(health) = health {
+        server.add_service(background_service("dashboard health checks", health));
+    }
     Ok(server)
+}
+
+/// Forwarding with its health checker's interval.
+struct ForwardingSetup {
+    forwarding: Forwarding,
+    upstreams: Arc<Upstreams>,
+    account: Arc<ServiceAccount>,
+    health_interval: std::time::Duration,
+}
+
+fn forwarding(
+    upstream: UpstreamConfig,
+    access: AccessConfig,
+    public_url: &Option<String>,
+    vendor: &str,
+    stores: &Stores,
+    metrics: &Arc<Metrics>,
+) -> Result<ForwardingSetup, StartError> {
+    if upstream.trust == UpstreamTrust::InsecureSkipVerify {
+        tracing::warn!(
+            "upstream.insecure_skip_verify = true: the backends' certificates are NOT verified"
+        );
+    }
+    let upstreams = Arc::new(Upstreams::new(&upstream)?);
+    for backend in upstreams.backends() {
+        tracing::info!(server = %backend.base, "dashboard backend");
+        metrics.upstream_up(&backend.base, false);
+    }
+    let account = Arc::new(ServiceAccount::new(
+        upstream.username.clone(),
+        upstream.password.clone(),
+        ApiVersion::V1_0.media_type(vendor),
+        stores.upstream_tokens.clone(),
+        metrics.clone(),
+    ));
+    let table = AccessTable::new(&access.operations);
+    tracing::info!(
+        operations = table.len(),
+        file = %access.scopes_file.display(),
+        ceph_version = access.ceph_version.as_deref().unwrap_or("unknown"),
+        "scope table loaded"
+    );
+    let docs = Docs::new(
+        upstreams.clone(),
+        upstream.docs_path.clone(),
+        upstream.docs_refresh,
+        public_url.clone(),
+    );
+    Ok(ForwardingSetup {
+        forwarding: Forwarding {
+            upstreams: upstreams.clone(),
+            account: account.clone(),
+            access: table,
+            docs,
+        },
+        upstreams,
+        account,
+        health_interval: upstream.health_interval,
+    })
 }
 
 /// Fails fast on a port in use: pingora would retry for 30 s, then only panic a thread.

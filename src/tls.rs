@@ -91,6 +91,40 @@ pub fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, 
         })
 }
 
+/// Reads the CA certificates (DER) of a PEM file, checking each parses.
+pub fn read_ca_file(path: &Path) -> Result<Vec<Vec<u8>>, TlsError> {
+    let read_error = |reason: String| TlsError::Read {
+        cert: path.to_path_buf(),
+        key: path.to_path_buf(),
+        reason,
+    };
+    let mut store = pingora::tls::RootCertStore::empty();
+    pingora::tls::load_ca_file_into_store(path, &mut store)
+        .map_err(|e| read_error(e.to_string()))?;
+    let text = std::fs::read(path).map_err(|e| read_error(e.to_string()))?;
+    let certificates: Vec<Vec<u8>> = pem_certificates(&text);
+    if certificates.is_empty() {
+        return Err(read_error("no PEM certificate in the file".into()));
+    }
+    Ok(certificates)
+}
+
+/// The DER bytes of each `CERTIFICATE` block of a PEM text.
+fn pem_certificates(text: &[u8]) -> Vec<Vec<u8>> {
+    use base64::Engine;
+    let text = String::from_utf8_lossy(text);
+    text.split("-----BEGIN CERTIFICATE-----")
+        .skip(1)
+        .filter_map(|block| block.split("-----END CERTIFICATE-----").next())
+        .filter_map(|b64| {
+            let compact: String = b64.chars().filter(|c| !c.is_whitespace()).collect();
+            base64::engine::general_purpose::STANDARD
+                .decode(compact)
+                .ok()
+        })
+        .collect()
+}
+
 /// Returns the generated certificate's paths, generating it first when absent.
 pub fn ensure_generated(state_dir: &Path) -> Result<GeneratedPaths, TlsError> {
     let paths = GeneratedPaths::in_state_dir(state_dir);

@@ -96,6 +96,19 @@ pub fn negotiate(
     }
 }
 
+/// For a forwarded request, whose endpoint version only the backend knows: the vendor
+/// type with the highest q, the highest version among equals (the dashboard itself
+/// answers 415 to any list, so exactly one type is forwarded).
+pub fn choose(accept: Option<&str>, vendor: &str) -> Result<ApiVersion, VersionError> {
+    accept
+        .map(|a| vendor_offers(a, vendor))
+        .unwrap_or_default()
+        .into_iter()
+        .max_by_key(|(v, q)| (*q, *v))
+        .map(|(v, _)| v)
+        .ok_or(VersionError::Missing)
+}
+
 /// `application/vnd.<vendor>.api.vX.Y+json` (type and subtype are case-insensitive).
 fn vendor_version(media_type: &str, vendor: &str) -> Option<ApiVersion> {
     let (ty, subtype) = media_type.split_once('/')?;
@@ -220,6 +233,22 @@ mod tests {
             pick("application/vnd.ceph.api.v1.0+json, application/vnd.ceph.api.v1.2+json"),
             Ok(Negotiated::Vendor(v(1, 2)))
         );
+    }
+
+    #[test]
+    fn choose_forwards_the_best_offer_whatever_its_version() {
+        let pick = |a| choose(Some(a), "ceph");
+        assert_eq!(pick("application/vnd.ceph.api.v0.1+json"), Ok(v(0, 1)));
+        assert_eq!(
+            pick("application/vnd.ceph.api.v1.0+json;q=0.5, application/vnd.ceph.api.v2.0+json"),
+            Ok(v(2, 0))
+        );
+        assert_eq!(
+            pick("application/vnd.ceph.api.v1.0+json, application/vnd.ceph.api.v1.1+json"),
+            Ok(v(1, 1))
+        );
+        assert_eq!(pick("*/*"), Err(VersionError::Missing));
+        assert_eq!(choose(None, "ceph"), Err(VersionError::Missing));
     }
 
     #[test]

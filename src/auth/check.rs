@@ -10,10 +10,14 @@ use crate::state::UnixTime;
 use crate::versioning;
 
 impl Auth {
+    /// `backend_available`: whether an active dashboard is known. Load balancers point
+    /// their health checks here, so without one the answer is 503 (same body shape,
+    /// `cluster_status: "UNAVAILABLE"`) to take this gateway out of rotation.
     pub async fn check(
         &self,
         req: &AuthRequest<'_>,
         now: UnixTime,
+        backend_available: bool,
     ) -> Result<LocalResponse, GatewayError> {
         // Load balancers call this without a vendor type; a vendor version we cannot serve is still 415.
         let negotiated = versioning::negotiate(req.accept(), &self.vendor, AUTH_VERSION, true)?;
@@ -29,7 +33,7 @@ impl Auth {
             None => None,
         };
         let token = body_token.or_else(|| req.query_param("token").map(|t| t.into_owned()));
-        let body = match self.verify_token(token.as_deref(), now).await {
+        let mut body = match self.verify_token(token.as_deref(), now).await {
             Ok(user) => json!({
                 "username": user.username,
                 "permissions": user.grants.to_map(),
@@ -39,8 +43,16 @@ impl Auth {
             Err(TokenRejection::Store(e)) => return Err(unavailable(e)),
             Err(_) => json!({"login_url": "#/login", "cluster_status": "POST_INSTALLED"}),
         };
+        let status = if backend_available {
+            200
+        } else {
+            if body.get("cluster_status").is_some() {
+                body["cluster_status"] = json!("UNAVAILABLE");
+            }
+            503
+        };
         Ok(LocalResponse::json(
-            200,
+            status,
             self.content_type(negotiated),
             &body,
         ))
@@ -66,7 +78,7 @@ mod tests {
             query: None,
             body: format!(r#"{{"token":"{token}"}}"#).into(),
         };
-        let response = auth.check(&req, NOW).await.unwrap();
+        let response = auth.check(&req, NOW, true).await.unwrap();
         assert_eq!(response.status, 200);
         assert_eq!(response.content_type, "application/json");
         let body = body_of(&response);
@@ -94,7 +106,7 @@ mod tests {
                 query: None,
                 body: body.clone().into(),
             };
-            let response = auth.check(&req, NOW).await.unwrap();
+            let response = auth.check(&req, NOW, true).await.unwrap();
             assert_eq!(body_of(&response), login_url(), "{body}");
             assert_eq!(response.content_type, "application/vnd.ceph.api.v1.0+json");
         }
@@ -112,7 +124,7 @@ mod tests {
             body: "".into(),
         };
         assert_eq!(
-            body_of(&auth.check(&only_query, NOW).await.unwrap())["username"],
+            body_of(&auth.check(&only_query, NOW, true).await.unwrap())["username"],
             "admin"
         );
         let both = AuthRequest {
@@ -120,7 +132,36 @@ mod tests {
             query: Some(&query),
             body: r#"{"token":"bad"}"#.into(),
         };
-        assert_eq!(body_of(&auth.check(&both, NOW).await.unwrap()), login_url());
+        assert_eq!(
+            body_of(&auth.check(&both, NOW, true).await.unwrap()),
+            login_url()
+        );
+    }
+
+    #[tokio::test]
+    async fn without_an_active_backend_the_answer_is_503_with_the_same_bodies() {
+        let auth = auth();
+        let headers = post("*/*");
+        let req = AuthRequest {
+            headers: &headers,
+            query: None,
+            body: "".into(),
+        };
+        let response = auth.check(&req, NOW, false).await.unwrap();
+        assert_eq!(response.status, 503);
+        assert_eq!(
+            body_of(&response),
+            json!({"login_url": "#/login", "cluster_status": "UNAVAILABLE"})
+        );
+        let token = auth.tokens.issue("admin", NOW).unwrap().token;
+        let req = AuthRequest {
+            headers: &headers,
+            query: None,
+            body: format!(r#"{{"token":"{token}"}}"#).into(),
+        };
+        let response = auth.check(&req, NOW, false).await.unwrap();
+        assert_eq!(response.status, 503);
+        assert_eq!(body_of(&response)["username"], "admin");
     }
 
     #[tokio::test]
@@ -132,6 +173,6 @@ mod tests {
             query: None,
             body: "".into(),
         };
-        assert_eq!(auth.check(&req, NOW).await.unwrap_err().status(), 415);
+        assert_eq!(auth.check(&req, NOW, true).await.unwrap_err().status(), 415);
     }
 }

@@ -10,6 +10,8 @@ pub(super) struct FileConfig {
     pub metrics: MetricsSection,
     pub api: ApiSection,
     pub auth: AuthSection,
+    pub upstream: Option<UpstreamSection>,
+    pub access: AccessSection,
 }
 
 #[derive(Debug, Deserialize)]
@@ -22,6 +24,7 @@ pub(super) struct ServerSection {
     pub state_dir: String,
     pub threads: Option<usize>,
     pub shutdown_grace_seconds: u64,
+    pub public_url: Option<String>,
 }
 
 impl Default for ServerSection {
@@ -34,6 +37,7 @@ impl Default for ServerSection {
             state_dir: "state".into(),
             threads: None,
             shutdown_grace_seconds: 1,
+            public_url: None,
         }
     }
 }
@@ -92,6 +96,79 @@ impl Default for AuthSection {
             max_queued_logins: 64,
         }
     }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct UpstreamSection {
+    pub servers: Vec<String>,
+    pub health_path: String,
+    pub health_interval_ms: u64,
+    pub username: String,
+    pub password_file: String,
+    pub ca_file: Option<String>,
+    pub insecure_skip_verify: bool,
+    pub docs_path: String,
+    pub docs_refresh_seconds: u64,
+    pub connect_timeout_ms: u64,
+    pub read_timeout_ms: u64,
+    pub max_body_bytes: usize,
+}
+
+impl Default for UpstreamSection {
+    fn default() -> Self {
+        Self {
+            servers: Vec::new(),
+            health_path: "/".into(),
+            health_interval_ms: 1000,
+            username: "clustergate".into(),
+            password_file: "upstream.pass".into(),
+            ca_file: None,
+            insecure_skip_verify: false,
+            docs_path: "/docs/openapi.json".into(),
+            docs_refresh_seconds: 300,
+            connect_timeout_ms: 2000,
+            read_timeout_ms: 450_000,
+            max_body_bytes: 10 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct AccessSection {
+    pub scopes_file: String,
+}
+
+impl Default for AccessSection {
+    fn default() -> Self {
+        Self {
+            scopes_file: "scopes.toml".into(),
+        }
+    }
+}
+
+/// The scope table: one entry per dashboard operation.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ScopesFile {
+    #[serde(default)]
+    pub ceph_version: Option<String>,
+    #[serde(default)]
+    pub operation: Vec<OperationEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct OperationEntry {
+    pub method: String,
+    pub path: String,
+    #[serde(default)]
+    pub scope: String,
+    #[serde(default)]
+    pub permission: String,
+    #[serde(default)]
+    pub public: bool,
 }
 
 /// The users file: `[[users]]` entries.

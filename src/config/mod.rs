@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use error::{ConfigError, ConfigErrors};
-use file::{FileConfig, UsersFile};
+use file::{FileConfig, ScopesFile, UsersFile};
 
-use crate::users::{PasswordHash, Role, UserSpec};
+use crate::secrets::Secret;
+use crate::users::{PasswordHash, Permission, Role, Scope, UserSpec};
 
 /// The validated configuration.
 #[derive(Debug, Clone)]
@@ -24,6 +25,9 @@ pub struct Config {
     pub api: ApiConfig,
     pub auth: AuthConfig,
     pub users: UsersConfig,
+    /// `None`: no backends; every API path other than auth is answered 404.
+    pub upstream: Option<UpstreamConfig>,
+    pub access: AccessConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -35,6 +39,8 @@ pub struct ServerConfig {
     pub threads: usize,
     /// How long SIGTERM waits for in-flight requests (pingora's default is 300 s).
     pub shutdown_grace: Duration,
+    /// The gateway's address as clients see it (for the docs' `servers`); `None`: "/".
+    pub public_url: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +89,77 @@ pub struct UsersConfig {
     pub users: Vec<UserSpec>,
 }
 
+/// The dashboards behind the gateway, and how to talk to them.
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    pub servers: Vec<BackendUrl>,
+    pub health_path: String,
+    pub health_interval: Duration,
+    /// The gateway's own account on the dashboards.
+    pub username: String,
+    pub password: Secret,
+    pub trust: UpstreamTrust,
+    pub docs_path: String,
+    pub docs_refresh: Duration,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub max_body_bytes: usize,
+}
+
+/// One dashboard's base URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendUrl {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+}
+
+impl BackendUrl {
+    /// `scheme://host:port`, as the dashboard writes its own address.
+    pub fn base(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        if self.host.contains(':') {
+            format!("{scheme}://[{}]:{}", self.host, self.port)
+        } else {
+            format!("{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// How https backends are verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamTrust {
+    /// The system's trust store.
+    System,
+    /// These CA certificates (DER), from `ca_file`.
+    CaFile {
+        path: PathBuf,
+        certificates: Vec<Vec<u8>>,
+    },
+    /// No verification: an explicit opt-in, logged at start.
+    InsecureSkipVerify,
+}
+
+/// Which dashboard operations need which scope and permission.
+#[derive(Debug, Clone, Default)]
+pub struct AccessConfig {
+    pub scopes_file: PathBuf,
+    pub ceph_version: Option<String>,
+    pub operations: Vec<OperationRule>,
+}
+
+/// One dashboard operation: `method path` needs `permission` on `scope`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperationRule {
+    pub method: http::Method,
+    /// The OpenAPI path template, e.g. `/api/pool/{pool_name}`.
+    pub path: String,
+    /// `None`: a valid token is enough.
+    pub scope: Option<(Scope, Permission)>,
+    /// Needs no token at all.
+    pub public: bool,
+}
+
 /// Reads and validates the configuration file and the users file it names.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     let mut errors = ConfigErrors::default();
@@ -118,6 +195,8 @@ impl Config {
             metrics,
             api,
             auth,
+            upstream,
+            access,
         } = file;
         let f = source;
         let resolve = |p: &str| {
@@ -199,11 +278,32 @@ impl Config {
         let users_file = resolve(&auth.users_file);
         let users = load_users(&mut errors, &users_file);
 
+        let public_url = server.public_url.clone();
+        if let Some(url) = &public_url {
+            if parse_base_url(url).is_none() {
+                errors.push(f, "server.public_url", format!("{url:?} is not an absolute http(s) URL like \"https://ceph.example.com:8443\""));
+            }
+        }
+        let upstream = upstream.map(|u| upstream_config(&mut errors, f, u, &resolve));
+        let scopes_file = resolve(&access.scopes_file);
+        let access = match &upstream {
+            Some(_) => load_scopes(&mut errors, &scopes_file),
+            None => AccessConfig {
+                scopes_file,
+                ..AccessConfig::default()
+            },
+        };
+
         if !errors.is_empty() {
             return Err(errors);
         }
         let (Some(listen), Some(metrics_listen), Some(tls)) = (listen, metrics_listen, tls) else {
             return Err(errors);
+        };
+        let upstream = match upstream {
+            Some(Some(u)) => Some(u),
+            Some(None) => return Err(errors),
+            None => None,
         };
         Ok(Config {
             source: source.to_path_buf(),
@@ -213,6 +313,7 @@ impl Config {
                 state_dir,
                 threads,
                 shutdown_grace: Duration::from_secs(server.shutdown_grace_seconds),
+                public_url,
             },
             metrics: MetricsConfig {
                 listen: metrics_listen,
@@ -230,6 +331,8 @@ impl Config {
                 file: users_file,
                 users,
             },
+            upstream,
+            access,
         })
     }
 }
@@ -280,6 +383,213 @@ fn tls_mode(
             None
         }
     }
+}
+
+/// `http(s)://host[:port][/]`: the parts of a base URL, without a path.
+fn parse_base_url(text: &str) -> Option<BackendUrl> {
+    let uri: http::Uri = text.parse().ok()?;
+    let tls = match uri.scheme_str()? {
+        "http" => false,
+        "https" => true,
+        _ => return None,
+    };
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return None;
+    }
+    let host = uri
+        .host()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    Some(BackendUrl { tls, host, port })
+}
+
+fn upstream_config(
+    errors: &mut ConfigErrors,
+    f: &Path,
+    u: file::UpstreamSection,
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> Option<UpstreamConfig> {
+    let before = errors.0.len();
+    if u.servers.is_empty() {
+        errors.push(
+            f,
+            "upstream.servers",
+            "list at least one dashboard, like [\"http://127.0.0.1:8080\"] (or remove [upstream])",
+        );
+    }
+    let mut servers = Vec::with_capacity(u.servers.len());
+    for (i, text) in u.servers.iter().enumerate() {
+        match parse_base_url(text) {
+            Some(url) if servers.contains(&url) => errors.push(f, format!("upstream.servers[{i}]"), format!("{text:?} is listed twice")),
+            Some(url) => servers.push(url),
+            None => errors.push(f, format!("upstream.servers[{i}]"), format!("{text:?} is not a base URL like \"http://127.0.0.1:8080\" (scheme, host, port; no path)")),
+        }
+    }
+    for (key, path) in [
+        ("upstream.health_path", &u.health_path),
+        ("upstream.docs_path", &u.docs_path),
+    ] {
+        if !path.starts_with('/') {
+            errors.push(f, key, format!("{path:?} must start with '/'"));
+        }
+    }
+    for (key, value) in [
+        ("upstream.health_interval_ms", u.health_interval_ms),
+        ("upstream.connect_timeout_ms", u.connect_timeout_ms),
+        ("upstream.read_timeout_ms", u.read_timeout_ms),
+        ("upstream.docs_refresh_seconds", u.docs_refresh_seconds),
+    ] {
+        if value == 0 {
+            errors.push(f, key, "must be > 0");
+        }
+    }
+    if u.max_body_bytes == 0 {
+        errors.push(f, "upstream.max_body_bytes", "must be > 0");
+    }
+    if u.username.is_empty() {
+        errors.push(
+            f,
+            "upstream.username",
+            "must name the gateway's account on the dashboards",
+        );
+    }
+    let password_file = resolve(&u.password_file);
+    let password = match std::fs::read_to_string(&password_file) {
+        Ok(text) if !text.trim_end_matches(['\n', '\r']).is_empty() => Some(Secret::new(
+            text.trim_end_matches(['\n', '\r']).as_bytes().to_vec(),
+        )),
+        Ok(_) => {
+            errors.push(
+                f,
+                "upstream.password_file",
+                format!("{} is empty", password_file.display()),
+            );
+            None
+        }
+        Err(e) => {
+            errors.push(
+                f,
+                "upstream.password_file",
+                format!(
+                    "cannot read {}: {e} (write the service account's password there)",
+                    password_file.display()
+                ),
+            );
+            None
+        }
+    };
+    let trust = match (&u.ca_file, u.insecure_skip_verify) {
+        (Some(_), true) => {
+            errors.push(
+                f,
+                "upstream.insecure_skip_verify",
+                "cannot be combined with ca_file: remove one",
+            );
+            None
+        }
+        (None, true) => Some(UpstreamTrust::InsecureSkipVerify),
+        (None, false) => Some(UpstreamTrust::System),
+        (Some(ca), false) => {
+            let path = resolve(ca);
+            match crate::tls::read_ca_file(&path) {
+                Ok(certificates) => Some(UpstreamTrust::CaFile { path, certificates }),
+                Err(e) => {
+                    errors.push(f, "upstream.ca_file", e.to_string());
+                    None
+                }
+            }
+        }
+    };
+    if errors.0.len() > before {
+        return None;
+    }
+    Some(UpstreamConfig {
+        servers,
+        health_path: u.health_path,
+        health_interval: Duration::from_millis(u.health_interval_ms),
+        username: u.username,
+        password: password?,
+        trust: trust?,
+        docs_path: u.docs_path,
+        docs_refresh: Duration::from_secs(u.docs_refresh_seconds),
+        connect_timeout: Duration::from_millis(u.connect_timeout_ms),
+        read_timeout: Duration::from_millis(u.read_timeout_ms),
+        max_body_bytes: u.max_body_bytes,
+    })
+}
+
+/// Reads the scope table; forwarding needs it, so a missing file is an error.
+fn load_scopes(errors: &mut ConfigErrors, path: &Path) -> AccessConfig {
+    let mut access = AccessConfig {
+        scopes_file: path.to_path_buf(),
+        ..AccessConfig::default()
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => {
+            errors.push(path, "file", format!("cannot read the scope table: {e} (access.scopes_file; the project ships conf/scopes.toml)"));
+            return access;
+        }
+    };
+    let file: ScopesFile = match toml::from_str(&text) {
+        Ok(file) => file,
+        Err(e) => {
+            errors.push_toml(path, &text, &e);
+            return access;
+        }
+    };
+    access.ceph_version = file.ceph_version;
+    for (i, op) in file.operation.into_iter().enumerate() {
+        let key = format!("operation[{i}] ({} {})", op.method, op.path);
+        let method = match op.method.as_str() {
+            "GET" | "POST" | "PUT" | "DELETE" | "PATCH" => {
+                http::Method::from_bytes(op.method.as_bytes()).ok()
+            }
+            _ => None,
+        };
+        let Some(method) = method else {
+            errors.push(path, &key, "method must be GET, POST, PUT, DELETE or PATCH");
+            continue;
+        };
+        if !op.path.starts_with('/') {
+            errors.push(path, &key, "path must start with '/'");
+            continue;
+        }
+        let scope = match (op.scope.as_str(), op.permission.as_str()) {
+            ("", "") => None,
+            (scope, permission) => {
+                match (Scope::from_name(scope), Permission::from_name(permission)) {
+                    (Some(s), Some(p)) => Some((s, p)),
+                    _ => {
+                        errors.push(
+                            path,
+                            &key,
+                            format!("unknown scope {scope:?} or permission {permission:?}"),
+                        );
+                        continue;
+                    }
+                }
+            }
+        };
+        let rule = OperationRule {
+            method,
+            path: op.path,
+            scope,
+            public: op.public,
+        };
+        if access
+            .operations
+            .iter()
+            .any(|r| r.method == rule.method && r.path == rule.path)
+        {
+            errors.push(path, &key, "listed twice");
+            continue;
+        }
+        access.operations.push(rule);
+    }
+    access
 }
 
 /// Reads the users file; a missing file means no users (the first start creates an admin).

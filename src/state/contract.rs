@@ -1,6 +1,6 @@
 //! The behaviour every state store must show; each backend runs these.
 
-use super::{Lockouts, Revocations};
+use super::{Lockouts, Revocations, UpstreamToken, UpstreamTokens};
 
 pub async fn revocations(store: &dyn Revocations) {
     store.ready().await.unwrap();
@@ -30,4 +30,25 @@ pub async fn lockouts(store: &dyn Lockouts) {
     store.clear("u").await.unwrap();
     assert_eq!(store.record_failure("u", 102).await.unwrap(), 1);
     assert_eq!(store.locked_until("u", 102).await.unwrap(), None);
+}
+
+pub async fn upstream_tokens(store: &dyn UpstreamTokens) {
+    store.ready().await.unwrap();
+    assert_eq!(store.current().await.unwrap(), None);
+    let first = UpstreamToken {
+        token: "a".into(),
+        renew_at: Some(10),
+    };
+    store.store(first.clone()).await.unwrap();
+    assert_eq!(store.current().await.unwrap(), Some(first.clone()));
+    // Discarding a token that was already replaced keeps the newer one.
+    let second = UpstreamToken {
+        token: "b".into(),
+        renew_at: None,
+    };
+    store.store(second.clone()).await.unwrap();
+    store.discard("a").await.unwrap();
+    assert_eq!(store.current().await.unwrap(), Some(second));
+    store.discard("b").await.unwrap();
+    assert_eq!(store.current().await.unwrap(), None);
 }

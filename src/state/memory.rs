@@ -3,7 +3,9 @@
 use async_trait::async_trait;
 use dashmap::DashMap;
 
-use super::{Lockouts, Revocations, StateError, UnixTime};
+use std::sync::RwLock;
+
+use super::{Lockouts, Revocations, StateError, UnixTime, UpstreamToken, UpstreamTokens};
 
 pub struct MemoryRevocations {
     revoked: DashMap<String, UnixTime>,
@@ -121,6 +123,41 @@ impl Lockouts for MemoryLockouts {
     }
 }
 
+#[derive(Default)]
+pub struct MemoryUpstreamTokens {
+    current: RwLock<Option<UpstreamToken>>,
+}
+
+impl MemoryUpstreamTokens {
+    fn poisoned() -> StateError {
+        StateError::Unavailable("upstream token lock poisoned".into())
+    }
+}
+
+#[async_trait]
+impl UpstreamTokens for MemoryUpstreamTokens {
+    async fn current(&self) -> Result<Option<UpstreamToken>, StateError> {
+        Ok(self.current.read().map_err(|_| Self::poisoned())?.clone())
+    }
+
+    async fn store(&self, token: UpstreamToken) -> Result<(), StateError> {
+        *self.current.write().map_err(|_| Self::poisoned())? = Some(token);
+        Ok(())
+    }
+
+    async fn discard(&self, token: &str) -> Result<(), StateError> {
+        let mut current = self.current.write().map_err(|_| Self::poisoned())?;
+        if current.as_ref().is_some_and(|c| &*c.token == token) {
+            *current = None;
+        }
+        Ok(())
+    }
+
+    async fn ready(&self) -> Result<(), StateError> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +171,11 @@ mod tests {
     #[tokio::test]
     async fn memory_lockouts_pass_the_contract() {
         contract::lockouts(&MemoryLockouts::new(10)).await;
+    }
+
+    #[tokio::test]
+    async fn memory_upstream_tokens_pass_the_contract() {
+        contract::upstream_tokens(&MemoryUpstreamTokens::default()).await;
     }
 
     #[tokio::test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use memory::{MemoryLockouts, MemoryRevocations};
+pub use memory::{MemoryLockouts, MemoryRevocations, MemoryUpstreamTokens};
 
 /// Seconds since the Unix epoch.
 pub type UnixTime = u64;
@@ -50,6 +50,33 @@ pub trait Lockouts: Send + Sync {
     async fn ready(&self) -> Result<(), StateError>;
 }
 
+/// The dashboards' token for the gateway's service account (one per cluster: the
+/// managers share their signing secret).
+#[derive(Clone, PartialEq, Eq)]
+pub struct UpstreamToken {
+    pub token: Arc<str>,
+    /// When to log in again, ahead of the token's `exp` (when it could be read).
+    pub renew_at: Option<UnixTime>,
+}
+
+impl std::fmt::Debug for UpstreamToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamToken")
+            .field("token", &"[redacted]")
+            .field("renew_at", &self.renew_at)
+            .finish()
+    }
+}
+
+#[async_trait]
+pub trait UpstreamTokens: Send + Sync {
+    async fn current(&self) -> Result<Option<UpstreamToken>, StateError>;
+    async fn store(&self, token: UpstreamToken) -> Result<(), StateError>;
+    /// Drops `token` if it is still the current one (another request may have renewed it).
+    async fn discard(&self, token: &str) -> Result<(), StateError>;
+    async fn ready(&self) -> Result<(), StateError>;
+}
+
 /// Which store holds the shared state. Redis comes next; the gateway only sees the traits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StateConfig {
@@ -62,6 +89,7 @@ pub enum StateConfig {
 pub struct Stores {
     pub revocations: Arc<dyn Revocations>,
     pub lockouts: Arc<dyn Lockouts>,
+    pub upstream_tokens: Arc<dyn UpstreamTokens>,
 }
 
 /// Bound on entries in a memory store, so no client can grow it without limit.
@@ -73,6 +101,7 @@ impl StateConfig {
             StateConfig::Memory => Stores {
                 revocations: Arc::new(MemoryRevocations::new(MEMORY_MAX_ENTRIES)),
                 lockouts: Arc::new(MemoryLockouts::new(MEMORY_MAX_ENTRIES)),
+                upstream_tokens: Arc::new(MemoryUpstreamTokens::default()),
             },
         }
     }

@@ -101,6 +101,20 @@ impl Permission {
         }
     }
 
+    pub fn from_name(name: &str) -> Option<Permission> {
+        Permission::SORTED.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The permission the dashboard derives from an HTTP method by default.
+    pub fn for_method(method: &http::Method) -> Permission {
+        match *method {
+            http::Method::POST => Permission::Create,
+            http::Method::PUT | http::Method::PATCH => Permission::Update,
+            http::Method::DELETE => Permission::Delete,
+            _ => Permission::Read,
+        }
+    }
+
     fn bit(self) -> u8 {
         match self {
             Permission::Read => 1,

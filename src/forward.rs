@@ -1,0 +1,215 @@
+//! What changes on a request on its way to a dashboard, and on the answer on its way
+//! back: the client's credentials are swapped for the service account's, the gateway's
+//! decisions (path, version, user) are carried in headers, and no backend address leaks.
+
+use std::sync::Arc;
+
+use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+use pingora::http::{RequestHeader, ResponseHeader};
+
+use crate::auth::request::TOKEN_COOKIE;
+use crate::upstream::Upstreams;
+use crate::users::User;
+
+/// What the gateway decided about a request it forwards.
+#[derive(Debug, Clone)]
+pub struct Forward {
+    /// The normalized path, plus the client's query.
+    pub path_and_query: String,
+    pub user: Arc<User>,
+    /// The single vendor media type chosen from the client's Accept.
+    pub accept: String,
+}
+
+/// Who asked, as the `X-Forwarded-*` headers tell the backend.
+pub struct Client<'a> {
+    pub ip: Option<String>,
+    pub tls: bool,
+    pub host: Option<&'a str>,
+}
+
+/// Headers a client may not set for the backend: ours replace them.
+const REPLACED: [&str; 7] = [
+    "authorization",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-forwarded-user",
+    "forwarded",
+    "x-real-ip",
+];
+
+/// Characters escaped in `X-Forwarded-User` (UTF-8 percent-encoding where not plain ASCII).
+const USER_ESCAPES: &AsciiSet = &CONTROLS.add(b'%').add(b' ').add(b'"').add(b',').add(b';');
+
+pub fn rewrite_request(
+    req: &mut RequestHeader,
+    forward: &Forward,
+    backend_host: &str,
+    token: &str,
+    client: &Client<'_>,
+) -> pingora::Result<()> {
+    let uri = forward.path_and_query.parse::<http::Uri>().map_err(|e| {
+        pingora::Error::because(pingora::ErrorType::InternalError, "rewriting the path", e)
+    })?;
+    req.set_uri(uri);
+    for name in REPLACED {
+        req.remove_header(name);
+    }
+    let cookies = remaining_cookies(req);
+    req.remove_header("cookie");
+    if let Some(cookies) = cookies {
+        req.insert_header("cookie", cookies)?;
+    }
+    req.insert_header("authorization", format!("Bearer {token}"))?;
+    req.insert_header("accept", forward.accept.as_str())?;
+    req.insert_header("host", backend_host)?;
+    if let Some(ip) = &client.ip {
+        req.insert_header("x-forwarded-for", ip.as_str())?;
+    }
+    req.insert_header(
+        "x-forwarded-proto",
+        if client.tls { "https" } else { "http" },
+    )?;
+    if let Some(host) = client.host {
+        req.insert_header("x-forwarded-host", host)?;
+    }
+    let user = utf8_percent_encode(&forward.user.username, USER_ESCAPES).to_string();
+    req.insert_header("x-forwarded-user", user)?;
+    Ok(())
+}
+
+/// The client's cookies without the gateway's `token`, joined into one header.
+fn remaining_cookies(req: &RequestHeader) -> Option<String> {
+    let kept: Vec<&str> = req
+        .headers
+        .get_all("cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .map(str::trim)
+        .filter(|pair| !pair.is_empty())
+        .filter(|pair| pair.split_once('=').map_or(*pair, |(name, _)| name.trim()) != TOKEN_COOKIE)
+        .collect();
+    (!kept.is_empty()).then(|| kept.join("; "))
+}
+
+/// Makes a `Location` that names a backend relative, so no manager's own address
+/// reaches the client.
+pub fn rewrite_response(resp: &mut ResponseHeader, upstreams: &Upstreams) -> pingora::Result<()> {
+    let Some(location) = resp.headers.get("location").and_then(|v| v.to_str().ok()) else {
+        return Ok(());
+    };
+    let relative = upstreams.backends().iter().find_map(|b| {
+        location.strip_prefix(b.base.as_str()).map(|rest| {
+            if rest.starts_with('/') {
+                rest.to_string()
+            } else {
+                format!("/{rest}")
+            }
+        })
+    });
+    if let Some(relative) = relative {
+        resp.insert_header("location", relative)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::users::{Grants, PasswordHash, Role};
+
+    fn forward(username: &str) -> Forward {
+        Forward {
+            path_and_query: "/api/pool?stats=true".into(),
+            user: Arc::new(User {
+                username: username.into(),
+                password_hash: Arc::new(PasswordHash::Bcrypt(String::new())),
+                roles: vec![Role::ReadOnly],
+                grants: Grants::of(&[Role::ReadOnly]),
+                enabled: true,
+            }),
+            accept: "application/vnd.ceph.api.v1.0+json".into(),
+        }
+    }
+
+    fn request() -> RequestHeader {
+        let mut req = RequestHeader::build("GET", b"/api//pool/?stats=true", None).unwrap();
+        req.insert_header("authorization", "Bearer client-token")
+            .unwrap();
+        req.append_header("cookie", "a=1; token=client-token")
+            .unwrap();
+        req.append_header("cookie", "b=2").unwrap();
+        req.insert_header("x-forwarded-user", "admin").unwrap();
+        req.insert_header("x-forwarded-for", "6.6.6.6").unwrap();
+        req.insert_header("accept", "application/vnd.ceph.api.v1.0+json;q=0.9, */*")
+            .unwrap();
+        req
+    }
+
+    #[test]
+    fn client_credentials_and_forwarded_headers_are_replaced() {
+        let mut req = request();
+        let client = Client {
+            ip: Some("10.1.2.3".into()),
+            tls: true,
+            host: Some("gw.example:8443"),
+        };
+        rewrite_request(
+            &mut req,
+            &forward("viewer"),
+            "127.0.0.1:18080",
+            "service-token",
+            &client,
+        )
+        .unwrap();
+        let get = |n: &str| req.headers.get(n).map(|v| v.to_str().unwrap().to_string());
+        assert_eq!(req.uri.to_string(), "/api/pool?stats=true");
+        assert_eq!(
+            get("authorization").as_deref(),
+            Some("Bearer service-token")
+        );
+        assert_eq!(get("cookie").as_deref(), Some("a=1; b=2"));
+        assert_eq!(get("x-forwarded-user").as_deref(), Some("viewer"));
+        assert_eq!(get("x-forwarded-for").as_deref(), Some("10.1.2.3"));
+        assert_eq!(get("x-forwarded-proto").as_deref(), Some("https"));
+        assert_eq!(get("x-forwarded-host").as_deref(), Some("gw.example:8443"));
+        assert_eq!(
+            get("accept").as_deref(),
+            Some("application/vnd.ceph.api.v1.0+json")
+        );
+        assert_eq!(get("host").as_deref(), Some("127.0.0.1:18080"));
+        assert_eq!(req.headers.get_all("x-forwarded-user").iter().count(), 1);
+    }
+
+    #[test]
+    fn non_ascii_users_are_percent_encoded() {
+        let mut req = request();
+        let client = Client {
+            ip: None,
+            tls: false,
+            host: None,
+        };
+        rewrite_request(&mut req, &forward("jürgen ops"), "h", "t", &client).unwrap();
+        assert_eq!(
+            req.headers.get("x-forwarded-user").unwrap(),
+            "j%C3%BCrgen%20ops"
+        );
+        assert!(req.headers.get("x-forwarded-for").is_none());
+        assert_eq!(req.headers.get("x-forwarded-proto").unwrap(), "http");
+    }
+
+    #[test]
+    fn a_lone_token_cookie_leaves_no_cookie_header() {
+        let mut req = RequestHeader::build("GET", b"/api/pool", None).unwrap();
+        req.insert_header("cookie", "token=abc").unwrap();
+        let client = Client {
+            ip: None,
+            tls: false,
+            host: None,
+        };
+        rewrite_request(&mut req, &forward("u"), "h", "t", &client).unwrap();
+        assert!(req.headers.get("cookie").is_none());
+    }
+}

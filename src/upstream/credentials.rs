@@ -1,0 +1,216 @@
+//! The gateway's service account on the dashboards: it logs in, keeps the token (behind
+//! the `UpstreamTokens` store), renews it ahead of its expiry, and logs in again when a
+//! backend refuses it. One login runs at a time; the others wait for its result.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::{Backend, ClientError, Upstreams};
+use crate::metrics::Metrics;
+use crate::secrets::Secret;
+use crate::state::{StateError, UnixTime, UpstreamToken, UpstreamTokens};
+
+/// A login answer is a few kilobytes.
+const MAX_LOGIN_REPLY: usize = 256 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    #[error("the dashboard refused the service account (status {0}): check upstream.username and upstream.password_file")]
+    Refused(u16),
+    #[error("the backend is not the active manager (status {0})")]
+    NotActive(u16),
+    #[error("unexpected login answer: {0}")]
+    BadReply(String),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Store(#[from] StateError),
+}
+
+pub struct ServiceAccount {
+    username: String,
+    password: Secret,
+    /// The Accept header of the dashboard's login endpoint (version 1.0).
+    login_accept: String,
+    tokens: Arc<dyn UpstreamTokens>,
+    login: tokio::sync::Mutex<()>,
+    metrics: Arc<Metrics>,
+}
+
+impl ServiceAccount {
+    pub fn new(
+        username: String,
+        password: Secret,
+        login_accept: String,
+        tokens: Arc<dyn UpstreamTokens>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        ServiceAccount {
+            username,
+            password,
+            login_accept,
+            tokens,
+            login: tokio::sync::Mutex::new(()),
+            metrics,
+        }
+    }
+
+    /// A token that is not due for renewal at `now`, logging in through `backend` first
+    /// when there is none.
+    pub async fn token(
+        &self,
+        upstreams: &Upstreams,
+        backend: &Backend,
+        now: UnixTime,
+    ) -> Result<Arc<str>, CredentialError> {
+        if let Some(token) = self.usable(now).await? {
+            return Ok(token);
+        }
+        let _only_login = self.login.lock().await;
+        // Another request may have logged in while this one waited.
+        if let Some(token) = self.usable(now).await? {
+            return Ok(token);
+        }
+        let fresh = self.log_in(upstreams, backend, now).await?;
+        let token = fresh.token.clone();
+        self.tokens.store(fresh).await?;
+        Ok(token)
+    }
+
+    /// Forgets `token` after a backend refused it, so the next request logs in again.
+    pub async fn discard(&self, token: &str) -> Result<(), StateError> {
+        self.tokens.discard(token).await
+    }
+
+    async fn usable(&self, now: UnixTime) -> Result<Option<Arc<str>>, StateError> {
+        Ok(self
+            .tokens
+            .current()
+            .await?
+            .filter(|t| t.renew_at.is_none_or(|at| now < at))
+            .map(|t| t.token))
+    }
+
+    async fn log_in(
+        &self,
+        upstreams: &Upstreams,
+        backend: &Backend,
+        now: UnixTime,
+    ) -> Result<UpstreamToken, CredentialError> {
+        let result = self.try_log_in(upstreams, backend, now).await;
+        match &result {
+            Ok(_) => {
+                self.metrics.upstream_login("success");
+                tracing::info!(server = %backend.base, user = %self.username, "service account logged in");
+            }
+            Err(CredentialError::Refused(_)) => {
+                self.metrics.upstream_login("refused");
+                tracing::error!(server = %backend.base, user = %self.username, "the dashboard refused the service account's credentials");
+            }
+            Err(e) => {
+                self.metrics.upstream_login("error");
+                tracing::warn!(server = %backend.base, error = %e, "service account login failed");
+            }
+        }
+        result
+    }
+
+    async fn try_log_in(
+        &self,
+        upstreams: &Upstreams,
+        backend: &Backend,
+        now: UnixTime,
+    ) -> Result<UpstreamToken, CredentialError> {
+        let password = String::from_utf8_lossy(self.password.expose());
+        let body = serde_json::json!({"username": self.username, "password": password}).to_string();
+        let mut req = upstreams.request(backend, "POST", "/api/auth")?;
+        let header = |e: Box<pingora::Error>| ClientError::Protocol(e.to_string());
+        req.insert_header("accept", self.login_accept.as_str())
+            .map_err(header)?;
+        req.insert_header("content-type", "application/json")
+            .map_err(header)?;
+        req.insert_header("content-length", body.len().to_string())
+            .map_err(header)?;
+        let peer = upstreams.peer(
+            backend,
+            upstreams
+                .connect_timeout
+                .max(std::time::Duration::from_secs(10)),
+        );
+        let reply = upstreams
+            .client
+            .send(
+                &peer,
+                req,
+                Some(Bytes::from(body)),
+                MAX_LOGIN_REPLY,
+                upstreams.connect_timeout * 5,
+            )
+            .await?;
+        match reply.status() {
+            201 | 200 => {}
+            400 | 401 | 403 => return Err(CredentialError::Refused(reply.status())),
+            other => return Err(CredentialError::NotActive(other)),
+        }
+        let json: Value = serde_json::from_slice(&reply.body)
+            .map_err(|e| CredentialError::BadReply(e.to_string()))?;
+        let token = json
+            .get("token")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| CredentialError::BadReply("no token in the login answer".into()))?;
+        Ok(UpstreamToken {
+            renew_at: renew_at(token, now),
+            token: Arc::from(token),
+        })
+    }
+}
+
+/// When to renew a dashboard token: a fifth of its lifetime before `exp` (between 1 s and
+/// 5 min), read from the unverified payload; it is the backend's token, not ours to verify.
+fn renew_at(token: &str, now: UnixTime) -> Option<UnixTime> {
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: Value = serde_json::from_slice(&bytes).ok()?;
+    let exp = claims.get("exp")?.as_u64()?;
+    let iat = claims.get("iat").and_then(Value::as_u64).unwrap_or(now);
+    let margin = (exp.saturating_sub(iat) / 5).clamp(1, 300);
+    Some(exp.saturating_sub(margin))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token_with(payload: &str) -> String {
+        let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        format!("{}.{}.sig", b64(r#"{"alg":"HS256"}"#), b64(payload))
+    }
+
+    #[test]
+    fn renewal_comes_a_fifth_of_the_lifetime_early() {
+        assert_eq!(
+            renew_at(&token_with(r#"{"iat":1000,"exp":1050}"#), 1000),
+            Some(1040)
+        );
+        assert_eq!(
+            renew_at(&token_with(r#"{"iat":0,"exp":28800}"#), 0),
+            Some(28500)
+        );
+        assert_eq!(
+            renew_at(&token_with(r#"{"iat":100,"exp":102}"#), 100),
+            Some(101)
+        );
+    }
+
+    #[test]
+    fn tokens_without_exp_are_renewed_only_when_refused() {
+        assert_eq!(renew_at(&token_with(r#"{"iat":1}"#), 1), None);
+        assert_eq!(renew_at("not-a-jwt", 1), None);
+    }
+}

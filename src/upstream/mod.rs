@@ -1,0 +1,196 @@
+//! The dashboards behind the gateway: which one is the active manager, how to reach it,
+//! and the gateway's own credentials on it. Only the active manager's dashboard serves;
+//! standbys answer 303 to the active one, or an error status.
+
+mod client;
+pub mod credentials;
+pub mod health;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pingora::http::RequestHeader;
+use pingora::upstreams::peer::HttpPeer;
+use pingora::utils::tls::WrappedX509;
+
+pub use client::{Client, ClientError, Reply};
+
+use crate::config::{BackendUrl, UpstreamConfig, UpstreamTrust};
+
+/// What a backend was last seen to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum BackendState {
+    /// Not checked yet.
+    Unknown = 0,
+    /// Its dashboard serves: the active manager.
+    Active = 1,
+    /// It answers, but as a standby (a redirect or an error on `health_path`).
+    Standby = 2,
+    /// It does not answer.
+    Down = 3,
+}
+
+impl BackendState {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => BackendState::Active,
+            2 => BackendState::Standby,
+            3 => BackendState::Down,
+            _ => BackendState::Unknown,
+        }
+    }
+}
+
+/// One manager's dashboard.
+#[derive(Debug)]
+pub struct Backend {
+    pub index: usize,
+    pub url: BackendUrl,
+    /// `scheme://host:port`: also the metrics label.
+    pub base: String,
+    addr: SocketAddr,
+    state: AtomicU8,
+}
+
+impl Backend {
+    pub fn state(&self) -> BackendState {
+        BackendState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    /// Records what the backend is; returns the previous state.
+    pub fn set_state(&self, state: BackendState) -> BackendState {
+        BackendState::from_u8(self.state.swap(state as u8, Ordering::AcqRel))
+    }
+
+    /// The `Host` the backend expects.
+    pub fn host_header(&self) -> String {
+        self.base
+            .split_once("://")
+            .map_or_else(|| self.base.clone(), |(_, host)| host.to_string())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("upstream.servers: cannot resolve {0}: {1}")]
+    Resolve(String, String),
+}
+
+/// The backends, how to connect to them, and which one serves.
+pub struct Upstreams {
+    backends: Vec<Arc<Backend>>,
+    ca: Option<Arc<[WrappedX509]>>,
+    insecure: bool,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub health_path: String,
+    pub max_body_bytes: usize,
+    pub client: Client,
+}
+
+/// Backends tried by one request, as a bit set (the first 64 servers).
+pub type Tried = u64;
+
+impl Upstreams {
+    pub fn new(config: &UpstreamConfig) -> Result<Upstreams, UpstreamError> {
+        let mut backends = Vec::with_capacity(config.servers.len());
+        for (index, url) in config.servers.iter().enumerate() {
+            let addr = (url.host.as_str(), url.port)
+                .to_socket_addrs()
+                .map_err(|e| UpstreamError::Resolve(url.base(), e.to_string()))?
+                .next()
+                .ok_or_else(|| UpstreamError::Resolve(url.base(), "no address".into()))?;
+            backends.push(Arc::new(Backend {
+                index,
+                base: url.base(),
+                url: url.clone(),
+                addr,
+                state: AtomicU8::new(BackendState::Unknown as u8),
+            }));
+        }
+        let ca = match &config.trust {
+            UpstreamTrust::CaFile { certificates, .. } => Some(
+                certificates
+                    .iter()
+                    .map(|der| {
+                        WrappedX509::new(der.clone(), pingora::utils::tls::parse_x509)
+                    })
+                    .collect::<Arc<[WrappedX509]>>(),
+            ),
+            _ => None,
+        };
+        Ok(Upstreams {
+            backends,
+            ca,
+            insecure: config.trust == UpstreamTrust::InsecureSkipVerify,
+            connect_timeout: config.connect_timeout,
+            read_timeout: config.read_timeout,
+            health_path: config.health_path.clone(),
+            max_body_bytes: config.max_body_bytes,
+            client: Client::new(),
+        })
+    }
+
+    pub fn backends(&self) -> &[Arc<Backend>] {
+        &self.backends
+    }
+
+    /// The active backend this request has not tried yet.
+    pub fn pick(&self, tried: Tried) -> Option<&Arc<Backend>> {
+        self.backends
+            .iter()
+            .filter(|b| b.index >= 64 || tried & (1 << b.index) == 0)
+            .find(|b| b.state() == BackendState::Active)
+    }
+
+    /// Whether some backend is known to be the active manager.
+    pub fn any_active(&self) -> bool {
+        self.backends
+            .iter()
+            .any(|b| b.state() == BackendState::Active)
+    }
+
+    /// A peer for `backend`, with our timeouts and TLS trust.
+    pub fn peer(&self, backend: &Backend, read_timeout: Duration) -> HttpPeer {
+        let sni = if backend.url.tls {
+            backend.url.host.clone()
+        } else {
+            String::new()
+        };
+        let mut peer = HttpPeer::new(backend.addr, backend.url.tls, sni);
+        peer.options.connection_timeout = Some(self.connect_timeout);
+        peer.options.read_timeout = Some(read_timeout);
+        peer.options.write_timeout = Some(self.connect_timeout.max(Duration::from_secs(10)));
+        peer.options.idle_timeout = Some(Duration::from_secs(60));
+        if backend.url.tls {
+            peer.options.ca = self.ca.clone();
+            if self.insecure {
+                peer.options.verify_cert = false;
+                peer.options.verify_hostname = false;
+            }
+        }
+        peer
+    }
+
+    /// A request header for the gateway's own calls to `backend`.
+    pub fn request(
+        &self,
+        backend: &Backend,
+        method: &str,
+        path: &str,
+    ) -> Result<RequestHeader, ClientError> {
+        let protocol = |e: Box<pingora::Error>| ClientError::Protocol(e.to_string());
+        let mut req = RequestHeader::build(method, path.as_bytes(), None).map_err(protocol)?;
+        req.insert_header("host", backend.host_header())
+            .map_err(protocol)?;
+        req.insert_header(
+            "user-agent",
+            concat!("clustergate/", env!("CARGO_PKG_VERSION")),
+        )
+        .map_err(protocol)?;
+        Ok(req)
+    }
+}
