@@ -77,6 +77,8 @@ pub struct RequestCtx {
     upstream_sent: Option<Instant>,
     relogged: bool,
     retry: bool,
+    /// A backend believed active could not be connected to.
+    connect_failed: bool,
     body_bytes: usize,
     /// An error already decided, for `fail_to_proxy` to answer.
     failure: Option<GatewayError>,
@@ -100,6 +102,7 @@ impl ProxyHttp for Gateway {
             upstream_sent: None,
             relogged: false,
             retry: false,
+            connect_failed: false,
             body_bytes: 0,
             failure: None,
         }
@@ -134,8 +137,13 @@ impl ProxyHttp for Gateway {
             return Error::e_explain(HTTPStatus(502), "no dashboard backend is configured");
         };
         let Some(backend) = forwarding.upstreams.pick(ctx.tried) else {
-            ctx.failure = Some(no_active_backend());
-            return Error::e_explain(HTTPStatus(503), "no active dashboard backend");
+            return Err(if ctx.connect_failed {
+                ctx.failure = Some(unreachable());
+                Error::explain(HTTPStatus(502), "no backend could be reached")
+            } else {
+                ctx.failure = Some(no_active_backend());
+                Error::explain(HTTPStatus(503), "no active dashboard backend")
+            });
         };
         if backend.index < 64 {
             ctx.tried |= 1 << backend.index;
@@ -300,6 +308,7 @@ impl ProxyHttp for Gateway {
         if let Some(backend) = &ctx.backend {
             health::record(&self.metrics, backend, BackendState::Down);
         }
+        ctx.connect_failed = true;
         // Nothing was sent: another backend may be the active one.
         e.set_retry(true);
         e
@@ -519,9 +528,13 @@ fn classify_failure(e: &Error) -> Option<GatewayError> {
         }
         _ if matches!(e.esource(), ErrorSource::Downstream) => None,
         _ if e.etype() == &STANDBY => Some(no_active_backend()),
-        _ => Some(GatewayError::BadGateway {
-            detail: "the dashboard backend could not be reached".into(),
-        }),
+        _ => Some(unreachable()),
+    }
+}
+
+fn unreachable() -> GatewayError {
+    GatewayError::BadGateway {
+        detail: "the dashboard backend could not be reached".into(),
     }
 }
 

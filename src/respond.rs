@@ -87,10 +87,55 @@ pub async fn send(
     Ok(())
 }
 
+fn expects_continue(session: &Session) -> bool {
+    session
+        .req_header()
+        .headers
+        .get(http::header::EXPECT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("100-continue"))
+}
+
+/// Every value of a header, joined as RFC 9110 §5.3 says repeated lines combine.
+pub fn joined_header<'h>(
+    headers: &'h http::HeaderMap,
+    name: http::header::HeaderName,
+) -> Option<std::borrow::Cow<'h, str>> {
+    let mut values = headers.get_all(name).iter().filter_map(|v| v.to_str().ok());
+    let first = values.next()?;
+    match values.next() {
+        None => Some(std::borrow::Cow::Borrowed(first)),
+        Some(second) => {
+            let mut joined = format!("{first}, {second}");
+            for v in values {
+                joined.push_str(", ");
+                joined.push_str(v);
+            }
+            Some(std::borrow::Cow::Owned(joined))
+        }
+    }
+}
+
 /// Reads the whole request body, refusing more than `limit` bytes. It reads up to the
 /// limit before refusing, because an HTTP/2 client whose body is refused unread sees a
 /// stream reset instead of our 413.
 pub async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, GatewayError> {
+    if expects_continue(session) {
+        // RFC 9110 §10.1.1: answer before the client sends the body: 413 now, or 100.
+        let declared = session
+            .req_header()
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        if declared.is_some_and(|n| n > limit) {
+            session.set_keepalive(None);
+            return Err(GatewayError::PayloadTooLarge { limit });
+        }
+        session.write_continue_response().await.map_err(|e| {
+            GatewayError::bad_request(format!("Could not answer Expect: {}", e.etype().as_str()))
+        })?;
+    }
     let mut body = bytes::BytesMut::new();
     loop {
         let chunk = session.read_request_body().await.map_err(|e| {

@@ -20,7 +20,8 @@ impl Auth {
         backend_available: bool,
     ) -> Result<LocalResponse, GatewayError> {
         // Load balancers call this without a vendor type; a vendor version we cannot serve is still 415.
-        let negotiated = versioning::negotiate(req.accept(), &self.vendor, AUTH_VERSION, true)?;
+        let negotiated =
+            versioning::negotiate(req.accept().as_deref(), &self.vendor, AUTH_VERSION, true)?;
         // The body's token wins over the query's, as on the dashboard.
         let body_token = match req.json_object()? {
             Some(body) => match body.get("token") {

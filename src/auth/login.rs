@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use super::{request::string_field, unavailable, Auth, AuthRequest, AUTH_VERSION};
+use crate::config::LockoutPolicy;
 use crate::errors::GatewayError;
 use crate::metrics::LoginResult;
 use crate::respond::LocalResponse;
@@ -33,7 +34,8 @@ impl Auth {
         req: &AuthRequest<'_>,
         now: UnixTime,
     ) -> Result<LocalResponse, GatewayError> {
-        let negotiated = versioning::negotiate(req.accept(), &self.vendor, AUTH_VERSION, false)?;
+        let negotiated =
+            versioning::negotiate(req.accept().as_deref(), &self.vendor, AUTH_VERSION, false)?;
         let body = req.json_object()?.ok_or_else(|| {
             GatewayError::bad_request(
                 "The request body is empty; send {\"username\": ..., \"password\": ...}.",
@@ -42,21 +44,16 @@ impl Auth {
         let username = string_field(&body, "username")?;
         let password = string_field(&body, "password")?;
 
-        let locked = match self.lockout {
-            Some(_) => self
-                .stores
-                .lockouts
-                .locked_until(&username, now)
-                .await
-                .map_err(unavailable)?,
-            None => None,
-        };
         let user = self.users.active(&username).cloned();
-        // A locked or unknown user is checked against a dummy hash: same cost, never a match.
-        let hash = match (&user, locked) {
-            (Some(u), None) => Some(u.password_hash.clone()),
-            _ => None,
+        let admitted = match (&user, self.lockout) {
+            (Some(_), Some(policy)) => self.admit(&username, policy, now).await?,
+            _ => true,
         };
+        // A refused or unknown user is checked against a dummy hash: same cost, never a match.
+        let hash = user
+            .as_ref()
+            .filter(|_| admitted)
+            .map(|u| u.password_hash.clone());
         self.metrics.password_verified();
         let verified = self
             .passwords
@@ -70,16 +67,9 @@ impl Auth {
                 }
             })?;
 
-        let known = user.is_some();
+        // `?username`: the name is the client's text, escaped so it cannot forge log lines.
         let Some(user) = user.filter(|_| verified) else {
-            if locked.is_some() {
-                tracing::info!(%username, "login refused: locked out");
-            } else {
-                tracing::info!(%username, "login refused: invalid credentials");
-                if known {
-                    self.count_failure(&username, now).await?;
-                }
-            }
+            tracing::info!(username = ?username, locked_out = !admitted, "login refused");
             return Err(GatewayError::InvalidCredentials);
         };
 
@@ -110,27 +100,39 @@ impl Auth {
         )
     }
 
-    /// Counts a failure and locks the username once the policy's count is reached.
-    async fn count_failure(&self, username: &str, now: UnixTime) -> Result<(), GatewayError> {
-        let Some(policy) = self.lockout else {
-            return Ok(());
-        };
-        let failures = self
-            .stores
-            .lockouts
+    /// Counts this attempt before the slow hash, so that concurrent attempts cannot all
+    /// slip past the limit (a success clears the count). Once the count passes the
+    /// policy's attempts, the username is locked and refused without checking its password.
+    async fn admit(
+        &self,
+        username: &str,
+        policy: LockoutPolicy,
+        now: UnixTime,
+    ) -> Result<bool, GatewayError> {
+        let lockouts = &self.stores.lockouts;
+        if lockouts
+            .locked_until(username, now)
+            .await
+            .map_err(unavailable)?
+            .is_some()
+        {
+            return Ok(false);
+        }
+        let attempts = lockouts
             .record_failure(username, now)
             .await
             .map_err(unavailable)?;
-        if failures >= policy.attempts {
-            let until = now.saturating_add(policy.duration.as_secs());
-            self.stores
-                .lockouts
-                .lock(username, until)
-                .await
-                .map_err(unavailable)?;
-            tracing::warn!(%username, failures, lock_seconds = policy.duration.as_secs(), "user locked out after consecutive failed logins");
+        if attempts < policy.attempts {
+            return Ok(true);
         }
-        Ok(())
+        // The last attempt allowed may still succeed; the lock holds if it does not.
+        let until = now.saturating_add(policy.duration.as_secs());
+        lockouts.lock(username, until).await.map_err(unavailable)?;
+        if attempts == policy.attempts {
+            tracing::warn!(username = ?username, attempts, lock_seconds = policy.duration.as_secs(), "user locked out after consecutive failed logins");
+            return Ok(true);
+        }
+        Ok(false)
     }
 }
 
@@ -213,6 +215,52 @@ mod tests {
             .login(&attempt("pw"), NOW + LOCKOUT_SECONDS + 1)
             .await
             .is_ok());
+    }
+
+    #[tokio::test]
+    async fn concurrent_attempts_cannot_slip_past_the_lockout() {
+        let auth = auth();
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        let mut attempts = tokio::task::JoinSet::new();
+        for _ in 0..10 {
+            let auth = auth.clone();
+            let headers = headers.clone();
+            attempts.spawn(async move {
+                let req = AuthRequest {
+                    headers: &headers,
+                    query: None,
+                    body: r#"{"username":"admin","password":"bad"}"#.into(),
+                };
+                auth.login(&req, NOW).await.is_err()
+            });
+        }
+        while let Some(refused) = attempts.join_next().await {
+            assert!(refused.unwrap());
+        }
+        let req = AuthRequest {
+            headers: &headers,
+            query: None,
+            body: r#"{"username":"admin","password":"pw"}"#.into(),
+        };
+        assert!(matches!(
+            auth.login(&req, NOW).await,
+            Err(GatewayError::InvalidCredentials)
+        ));
+    }
+
+    #[tokio::test]
+    async fn the_last_allowed_attempt_may_still_succeed() {
+        let auth = auth();
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        let attempt = |pw: &str| AuthRequest {
+            headers: &headers,
+            query: None,
+            body: format!(r#"{{"username":"admin","password":"{pw}"}}"#).into(),
+        };
+        for _ in 0..2 {
+            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+        }
+        assert!(auth.login(&attempt("pw"), NOW).await.is_ok());
     }
 
     #[tokio::test]

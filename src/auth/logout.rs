@@ -15,7 +15,8 @@ impl Auth {
         req: &AuthRequest<'_>,
         now: UnixTime,
     ) -> Result<LocalResponse, GatewayError> {
-        let negotiated = versioning::negotiate(req.accept(), &self.vendor, AUTH_VERSION, false)?;
+        let negotiated =
+            versioning::negotiate(req.accept().as_deref(), &self.vendor, AUTH_VERSION, false)?;
         let token = req.credential().ok_or(GatewayError::Unauthorized)?;
         // Expired and already revoked tokens are still ours: logging out again is fine.
         let claims = self

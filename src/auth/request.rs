@@ -19,8 +19,9 @@ pub struct AuthRequest<'a> {
 }
 
 impl<'a> AuthRequest<'a> {
-    pub fn accept(&self) -> Option<&'a str> {
-        header_str(self.headers, http::header::ACCEPT)
+    /// The Accept header, its repeated lines joined into one list.
+    pub fn accept(&self) -> Option<Cow<'a, str>> {
+        crate::respond::joined_header(self.headers, http::header::ACCEPT)
     }
 
     /// The client's token: an `Authorization: Bearer` header wins over the `token`

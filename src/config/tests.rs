@@ -36,10 +36,24 @@ fn empty_file_gives_the_documented_defaults() {
 }
 
 #[test]
-fn unknown_key_is_reported_with_its_line() {
-    let e = errors_of("[server]\nlisten = \"127.0.0.1:1\"\nlisten_port = 3\n");
-    assert!(e.mentions("line 3"), "{e}");
-    assert!(e.to_string().contains("listen_port"), "{e}");
+fn unknown_keys_are_named_by_their_path() {
+    let e = errors_of("[server]\nlisten = \"127.0.0.1:1\"\nlisten_port = 3\n[nope]\nx = 1\n");
+    assert!(e.mentions("server.listen_port"), "{e}");
+    assert!(e.mentions("nope"), "{e}");
+}
+
+#[test]
+fn an_unknown_key_does_not_hide_the_other_problems() {
+    let e = errors_of("[server]\nlisten = \"x\"\n[auth]\nlockout_attempts = 3\nlockout_seconds = 0\nbogus_key = 1\n");
+    assert!(e.mentions("auth.bogus_key"), "{e}");
+    assert!(e.mentions("auth.lockout_seconds"), "{e}");
+    assert!(e.mentions("server.listen"), "{e}");
+}
+
+#[test]
+fn a_wrong_type_names_its_section_and_the_syntax_error_its_line() {
+    assert!(errors_of("[auth]\ntoken_ttl_seconds = \"long\"").mentions("auth"));
+    assert!(errors_of("[auth\n").mentions("line 1"));
 }
 
 #[test]

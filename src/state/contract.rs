@@ -25,7 +25,8 @@ pub async fn lockouts(store: &dyn Lockouts) {
     store.lock("u", 100).await.unwrap();
     assert_eq!(store.locked_until("u", 50).await.unwrap(), Some(100));
     assert_eq!(store.locked_until("u", 100).await.unwrap(), None);
-    // A lock starts the count again.
+    // While locked, the count goes on; once the lock is over it starts again.
+    assert_eq!(store.record_failure("u", 50).await.unwrap(), 3);
     assert_eq!(store.record_failure("u", 101).await.unwrap(), 1);
     store.clear("u").await.unwrap();
     assert_eq!(store.record_failure("u", 102).await.unwrap(), 1);

@@ -98,18 +98,18 @@ impl Lockouts for MemoryLockouts {
             self.make_room(now)?;
         }
         let mut record = self.records.entry(username.to_string()).or_default();
+        if record.locked_until.is_some_and(|until| until <= now) {
+            *record = LoginRecord::default(); // the lock is over: count from zero
+        }
         record.failures = record.failures.saturating_add(1);
         Ok(record.failures)
     }
 
     async fn lock(&self, username: &str, until: UnixTime) -> Result<(), StateError> {
-        self.records.insert(
-            username.to_string(),
-            LoginRecord {
-                failures: 0,
-                locked_until: Some(until),
-            },
-        );
+        self.records
+            .entry(username.to_string())
+            .or_default()
+            .locked_until = Some(until);
         Ok(())
     }
 

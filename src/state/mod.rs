@@ -41,9 +41,10 @@ pub trait Lockouts: Send + Sync {
         username: &str,
         now: UnixTime,
     ) -> Result<Option<UnixTime>, StateError>;
-    /// Counts one more consecutive failure and returns the count.
+    /// Counts one more attempt and returns the count; a lock that is over at `now` is
+    /// forgotten first, with its count.
     async fn record_failure(&self, username: &str, now: UnixTime) -> Result<u32, StateError>;
-    /// Locks `username` until `until` and starts its failure count again.
+    /// Locks `username` until `until`, keeping its count.
     async fn lock(&self, username: &str, until: UnixTime) -> Result<(), StateError>;
     /// Forgets failures and locks of `username` (after a successful login).
     async fn clear(&self, username: &str) -> Result<(), StateError>;

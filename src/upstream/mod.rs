@@ -115,9 +115,7 @@ impl Upstreams {
             UpstreamTrust::CaFile { certificates, .. } => Some(
                 certificates
                     .iter()
-                    .map(|der| {
-                        WrappedX509::new(der.clone(), pingora::utils::tls::parse_x509)
-                    })
+                    .map(|der| WrappedX509::new(der.clone(), pingora::utils::tls::parse_x509))
                     .collect::<Arc<[WrappedX509]>>(),
             ),
             _ => None,

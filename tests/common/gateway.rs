@@ -1,0 +1,218 @@
+//! The gateway builder: config, users file and extra files for one run, written into a temp dir.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use super::process::READY_DEADLINE;
+use super::users::UsersFile;
+use super::{cli, free_port, RunningGateway, User, BIN, TEST_SECRET};
+
+/// Builder for a gateway run: `Gateway::new().user(User::admin()).tls(true).start()`.
+#[derive(Clone, Debug)]
+pub struct Gateway {
+    pub(super) users: Vec<User>,
+    pub(super) users_file: UsersFile,
+    pub(super) tls: bool,
+    pub(super) lockout: (u32, u64),
+    pub(super) ttl: u64,
+    pub(super) issuer: String,
+    pub(super) secret: Option<String>,
+    pub(super) extra: Vec<(String, String)>,
+    pub(super) files: Vec<(String, String)>,
+}
+
+impl Default for Gateway {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Gateway {
+    pub fn new() -> Self {
+        Self {
+            users: Vec::new(),
+            users_file: UsersFile::Users,
+            tls: false,
+            lockout: (10, 300),
+            ttl: 28800,
+            issuer: "clustergate".into(),
+            secret: None,
+            extra: Vec::new(),
+            files: Vec::new(),
+        }
+    }
+    /// Admin (administrator) and viewer (read-only), the dashboard transcripts' two users.
+    pub fn with_admin_and_viewer() -> Self {
+        Self::new().user(User::admin()).user(User::viewer())
+    }
+    pub fn user(mut self, user: User) -> Self {
+        self.users.push(user);
+        self
+    }
+    pub fn users(mut self, users: impl IntoIterator<Item = User>) -> Self {
+        self.users.extend(users);
+        self
+    }
+    /// Replace the users (for restarts with a changed users file).
+    pub fn set_users(&mut self, users: Vec<User>) {
+        self.users = users;
+    }
+    pub fn no_users_file(mut self) -> Self {
+        self.users_file = UsersFile::Absent;
+        self
+    }
+    pub fn raw_users_file(mut self, text: &str) -> Self {
+        self.users_file = UsersFile::Raw(text.into());
+        self
+    }
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
+        self
+    }
+    pub fn lockout(mut self, attempts: u32, seconds: u64) -> Self {
+        self.lockout = (attempts, seconds);
+        self
+    }
+    pub fn token_ttl(mut self, seconds: u64) -> Self {
+        self.ttl = seconds;
+        self
+    }
+    pub fn issuer(mut self, issuer: &str) -> Self {
+        self.issuer = issuer.into();
+        self
+    }
+    /// Use `TEST_SECRET` as `auth.secret_file` (a relative path), so tests can forge tokens.
+    pub fn known_secret(mut self) -> Self {
+        self.secret = Some(TEST_SECRET.into());
+        self
+    }
+    /// A raw TOML line added to `[section]`.
+    pub fn extra_toml(mut self, section: &str, line: &str) -> Self {
+        self.extra.push((section.into(), line.into()));
+        self
+    }
+
+    /// Another file written beside the config (relative name), e.g. an operator's certificate.
+    pub fn file(mut self, name: &str, contents: &str) -> Self {
+        self.files.push((name.into(), contents.into()));
+        self
+    }
+
+    fn section_extras(&self, section: &str) -> String {
+        let lines: Vec<&str> = self
+            .extra
+            .iter()
+            .filter(|(s, _)| s == section)
+            .map(|(_, l)| l.as_str())
+            .collect();
+        lines.join("\n")
+    }
+
+    /// The config text for the given ports.
+    pub fn config_text(&self, port: u16, metrics_port: u16) -> String {
+        let secret = if self.secret.is_some() {
+            "secret_file = \"jwt.secret\""
+        } else {
+            ""
+        };
+        let (attempts, seconds) = self.lockout;
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\ntls = {tls}\nstate_dir = \"state\"\n{server}\n\n\
+             [metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n{metrics}\n\n\
+             [api]\nvendor = \"ceph\"\n{api}\n\n\
+             [auth]\nusers_file = \"users.toml\"\ntoken_ttl_seconds = {ttl}\n\
+             lockout_attempts = {attempts}\nlockout_seconds = {seconds}\nissuer = {issuer:?}\n{secret}\n{auth}\n",
+            tls = self.tls,
+            ttl = self.ttl,
+            issuer = self.issuer,
+            server = self.section_extras("server"),
+            metrics = self.section_extras("metrics"),
+            api = self.section_extras("api"),
+            auth = self.section_extras("auth"),
+        )
+    }
+
+    /// Write `clustergate.toml`, the users file and the secret into `dir`; returns the config path.
+    pub fn write_files(&self, dir: &Path, port: u16, metrics_port: u16) -> PathBuf {
+        let config = dir.join("clustergate.toml");
+        fs::write(&config, self.config_text(port, metrics_port)).unwrap();
+        let users = dir.join("users.toml");
+        match &self.users_file {
+            UsersFile::Users => {
+                let text: String = self.users.iter().map(User::to_toml).collect();
+                fs::write(&users, text).unwrap();
+            }
+            UsersFile::Raw(text) => fs::write(&users, text).unwrap(),
+            UsersFile::Absent => {}
+        }
+        if let Some(secret) = &self.secret {
+            fs::write(dir.join("jwt.secret"), secret).unwrap();
+        }
+        for (name, contents) in &self.files {
+            let path = dir.join(name);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, contents).unwrap();
+        }
+        config
+    }
+
+    /// Write the files into a fresh temp dir and run `clustergate check-config` on them.
+    pub fn check_config(&self) -> (tempfile::TempDir, Output) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = self.write_files(dir.path(), free_port(), free_port());
+        let out = cli(
+            &["check-config", "--config", config.to_str().unwrap()],
+            None,
+        );
+        (dir, out)
+    }
+
+    /// Write the files and `clustergate run` them, expecting the process to exit by itself
+    /// (a refused start-up) within the start-up deadline; killed and failed otherwise.
+    pub fn run_expecting_exit(&self) -> (tempfile::TempDir, Output) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = self.write_files(dir.path(), free_port(), free_port());
+        let mut child = Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + READY_DEADLINE;
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!(
+                    "clustergate kept running\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (dir, child.wait_with_output().unwrap())
+    }
+
+    /// Start the gateway and wait until `/healthz` answers and the main port accepts connections.
+    pub fn start(self) -> RunningGateway {
+        let dir = tempfile::tempdir().unwrap();
+        // A working directory apart from the config's folder: relative paths must resolve
+        // against the config file, not the cwd.
+        fs::create_dir_all(dir.path().join("cwd")).unwrap();
+        let mut gw = RunningGateway {
+            dir,
+            spec: self,
+            child: None,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            metrics_addr: "127.0.0.1:1".parse().unwrap(),
+            client: reqwest::Client::new(),
+            runs: 0,
+        };
+        gw.launch();
+        gw
+    }
+}

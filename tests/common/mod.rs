@@ -1,0 +1,59 @@
+//! Shared by every integration test: the builder for a gateway run (`gateway`, `users`), the
+//! real `clustergate` process it starts (`process`), the requests tests send and the `Reply`
+//! they get (`requests`), JWT decoding and forging (`jwt`), and the dashboard's response shapes
+//! as assertions (`expect`).
+#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
+
+mod expect;
+mod gateway;
+mod jwt;
+mod process;
+mod requests;
+mod users;
+
+pub use expect::*;
+pub use gateway::*;
+pub use jwt::*;
+pub use process::*;
+pub use requests::*;
+pub use users::*;
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::process::{Command, Output, Stdio};
+
+pub const V1: &str = "application/vnd.ceph.api.v1.0+json";
+pub const BIN: &str = env!("CARGO_BIN_EXE_clustergate");
+pub const ADMIN: &str = "admin";
+pub const ADMIN_PW: &str = "Adm1n-Ceph-Pass";
+pub const VIEWER: &str = "viewer";
+pub const VIEWER_PW: &str = "V1ewer-Ceph-Pass";
+/// The secret `Gateway::known_secret` writes; tests forge tokens with it.
+pub const TEST_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// A free port on 127.0.0.1: bind port 0, read it, drop the listener.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Run the binary with arguments and optional stdin.
+pub fn cli(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut input = child.stdin.take().unwrap();
+        if let Some(text) = stdin {
+            input.write_all(text.as_bytes()).unwrap();
+        }
+    }
+    child.wait_with_output().unwrap()
+}

@@ -1,0 +1,207 @@
+//! The running gateway process: free ports, a readiness deadline, logs in files, SIGTERM and
+//! restart in the same directory, and a kill by pid on drop.
+
+use std::fs;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{client_builder, free_port, try_raw_http, Gateway, BIN};
+
+pub(super) const READY_DEADLINE: Duration = Duration::from_secs(30);
+const STOP_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A running gateway. Dropping it kills the process (by pid) and removes the temp dir.
+pub struct RunningGateway {
+    pub(super) dir: tempfile::TempDir,
+    pub spec: Gateway,
+    pub(super) child: Option<Child>,
+    pub addr: SocketAddr,
+    pub metrics_addr: SocketAddr,
+    pub(super) client: reqwest::Client,
+    pub(super) runs: u32,
+}
+
+impl RunningGateway {
+    /// Start on fresh free ports. A port taken by someone else between `free_port` and the
+    /// gateway's bind ("address in use") is retried on new ports, twice at most.
+    pub(super) fn launch(&mut self) {
+        for attempt in 1..=3 {
+            match self.spawn_and_wait() {
+                Ok(()) => {
+                    self.client = self.build_client(false);
+                    return;
+                }
+                Err(why)
+                    if attempt < 3 && self.last_run_logs().to_lowercase().contains("in use") =>
+                {
+                    eprintln!(
+                        "clustergate start attempt {attempt} failed ({why}); retrying on new ports"
+                    );
+                }
+                Err(why) => panic!("{why}\n{}", self.logs()),
+            }
+        }
+    }
+
+    fn spawn_and_wait(&mut self) -> Result<(), String> {
+        self.addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        self.metrics_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let config =
+            self.spec
+                .write_files(self.dir.path(), self.addr.port(), self.metrics_addr.port());
+        self.runs += 1;
+        let stdout =
+            fs::File::create(self.dir.path().join(format!("stdout.{}.log", self.runs))).unwrap();
+        let stderr =
+            fs::File::create(self.dir.path().join(format!("stderr.{}.log", self.runs))).unwrap();
+        let child = Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(&config)
+            .current_dir(self.dir.path().join("cwd"))
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn clustergate");
+        self.child = Some(child);
+        self.wait_ready()
+    }
+
+    /// What the latest run wrote to stdout and stderr.
+    fn last_run_logs(&self) -> String {
+        ["stdout", "stderr"]
+            .iter()
+            .map(|s| fs::read_to_string(self.dir.path().join(format!("{s}.{}.log", self.runs))))
+            .map(Result::unwrap_or_default)
+            .collect()
+    }
+
+    /// Wait for `/healthz` on the metrics port and a connectable main port.
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + READY_DEADLINE;
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                self.child = None;
+                return Err(format!("clustergate exited during start-up ({status})"));
+            }
+            let healthy = try_raw_http(
+                self.metrics_addr,
+                b"GET /healthz HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n",
+            )
+            .map(|r| r.status == 200)
+            .unwrap_or(false);
+            if healthy && TcpStream::connect_timeout(&self.addr, Duration::from_secs(1)).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("clustergate not ready after {READY_DEADLINE:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A client for this gateway: trusts only `state_dir/tls/ca.pem` when TLS is on; offers h2 via
+    /// ALPN unless `http1_only`. Never follows redirects, never uses a proxy.
+    pub fn build_client(&self, http1_only: bool) -> reqwest::Client {
+        let mut b = client_builder();
+        if self.spec.tls {
+            // Only the generated CA (absent when the operator configured cert_file/key_file).
+            b = b.tls_built_in_root_certs(false);
+            if self.state_dir().join("tls/ca.pem").exists() {
+                b = b.add_root_certificate(self.ca_cert());
+            }
+        }
+        if http1_only {
+            b = b.http1_only();
+        }
+        b.build().unwrap()
+    }
+
+    pub fn ca_cert(&self) -> reqwest::Certificate {
+        let pem = fs::read(self.state_dir().join("tls/ca.pem")).expect("state_dir/tls/ca.pem");
+        reqwest::Certificate::from_pem(&pem).unwrap()
+    }
+
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("gateway running").id()
+    }
+    pub fn child_mut(&mut self) -> &mut Child {
+        self.child.as_mut().expect("gateway running")
+    }
+    pub fn url(&self, path: &str) -> String {
+        let scheme = if self.spec.tls { "https" } else { "http" };
+        format!("{scheme}://{}{path}", self.addr)
+    }
+
+    /// Everything the gateway wrote to stdout and stderr, over all its runs.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for run in 1..=self.runs {
+            for stream in ["stdout", "stderr"] {
+                let path = self.dir.path().join(format!("{stream}.{run}.log"));
+                let text = fs::read_to_string(&path).unwrap_or_default();
+                out.push_str(&format!("--- run {run} {stream} ---\n{text}\n"));
+            }
+        }
+        out
+    }
+
+    /// Send SIGTERM to our child, by pid.
+    pub fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Stop with SIGTERM (SIGKILL after a deadline) and reap.
+    pub fn stop(&mut self) {
+        if self.child.is_none() {
+            return;
+        }
+        self.sigterm();
+        let deadline = Instant::now() + STOP_DEADLINE;
+        let child = self.child.as_mut().unwrap();
+        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        self.child = None;
+    }
+
+    /// Stop, change the spec, and start again in the same directory (so `state_dir` persists).
+    pub fn restart(&mut self, change: impl FnOnce(&mut Gateway)) {
+        self.stop();
+        change(&mut self.spec);
+        self.launch();
+    }
+}
+
+impl Drop for RunningGateway {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "gateway logs ({}):\n{}",
+                self.dir.path().display(),
+                self.logs()
+            );
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Users for the users file: plaintext passwords in tests, hashed when the file is written.
+
+use super::{ADMIN, ADMIN_PW, VIEWER, VIEWER_PW};
+
+/// A user for the users file; the password is hashed when the file is written.
+#[derive(Clone, Debug)]
+pub struct User {
+    pub name: String,
+    pub password: String,
+    pub roles: Vec<String>,
+    pub enabled: bool,
+    pub bcrypt: bool,
+}
+
+impl User {
+    pub fn new(name: &str, password: &str, roles: &[&str]) -> Self {
+        let roles = roles.iter().map(|r| r.to_string()).collect();
+        Self {
+            name: name.into(),
+            password: password.into(),
+            roles,
+            enabled: true,
+            bcrypt: false,
+        }
+    }
+    pub fn admin() -> Self {
+        Self::new(ADMIN, ADMIN_PW, &["administrator"])
+    }
+    pub fn viewer() -> Self {
+        Self::new(VIEWER, VIEWER_PW, &["read-only"])
+    }
+    pub fn disabled(mut self) -> Self {
+        self.enabled = false;
+        self
+    }
+    pub fn bcrypt(mut self) -> Self {
+        self.bcrypt = true;
+        self
+    }
+    pub(super) fn to_toml(&self) -> String {
+        let hash = if self.bcrypt {
+            bcrypt_hash(&self.password)
+        } else {
+            argon2_hash(&self.password)
+        };
+        let roles: Vec<String> = self.roles.iter().map(|r| format!("{r:?}")).collect();
+        format!(
+            "[[users]]\nusername = {:?}\npassword_hash = {:?}\nroles = [{}]\nenabled = {}\n\n",
+            self.name,
+            hash,
+            roles.join(", "),
+            self.enabled
+        )
+    }
+}
+
+/// An argon2id PHC string with small parameters, so debug builds hash quickly.
+pub fn argon2_hash(password: &str) -> String {
+    use argon2::password_hash::{rand_core::OsRng, PasswordHasher, SaltString};
+    let params = argon2::Params::new(4096, 1, 1, None).unwrap();
+    let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
+    let salt = SaltString::generate(&mut OsRng);
+    argon
+        .hash_password(password.as_bytes(), &salt)
+        .unwrap()
+        .to_string()
+}
+
+/// A `$2b$` bcrypt hash at the lowest cost.
+pub fn bcrypt_hash(password: &str) -> String {
+    bcrypt::hash(password, 4).unwrap()
+}
+
+/// What to put at `auth.users_file`.
+#[derive(Clone, Debug)]
+pub(super) enum UsersFile {
+    Users,
+    Absent,
+    Raw(String),
+}
