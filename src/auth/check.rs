@@ -62,7 +62,7 @@ impl Auth {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{auth, body_of, post, NOW};
+    use super::super::testing::{auth, body_of, post, request, NOW};
     use super::*;
 
     fn login_url() -> Value {
@@ -74,11 +74,7 @@ mod tests {
         let auth = auth();
         let token = auth.tokens.issue("viewer", NOW).unwrap().token;
         let headers = post("*/*");
-        let req = AuthRequest {
-            headers: &headers,
-            query: None,
-            body: format!(r#"{{"token":"{token}"}}"#).into(),
-        };
+        let req = request(&headers, format!(r#"{{"token":"{token}"}}"#));
         let response = auth.check(&req, NOW, true).await.unwrap();
         assert_eq!(response.status, 200);
         assert_eq!(response.content_type, "application/json");
@@ -102,11 +98,7 @@ mod tests {
             format!(r#"{{"token":"{expired}"}}"#),
             format!(r#"{{"token":"{disabled}"}}"#),
         ] {
-            let req = AuthRequest {
-                headers: &headers,
-                query: None,
-                body: body.clone().into(),
-            };
+            let req = request(&headers, body.clone());
             let response = auth.check(&req, NOW, true).await.unwrap();
             assert_eq!(body_of(&response), login_url(), "{body}");
             assert_eq!(response.content_type, "application/vnd.ceph.api.v1.0+json");
@@ -143,11 +135,7 @@ mod tests {
     async fn without_an_active_backend_the_answer_is_503_with_the_same_bodies() {
         let auth = auth();
         let headers = post("*/*");
-        let req = AuthRequest {
-            headers: &headers,
-            query: None,
-            body: "".into(),
-        };
+        let req = request(&headers, "");
         let response = auth.check(&req, NOW, false).await.unwrap();
         assert_eq!(response.status, 503);
         assert_eq!(
@@ -155,11 +143,7 @@ mod tests {
             json!({"login_url": "#/login", "cluster_status": "UNAVAILABLE"})
         );
         let token = auth.tokens.issue("admin", NOW).unwrap().token;
-        let req = AuthRequest {
-            headers: &headers,
-            query: None,
-            body: format!(r#"{{"token":"{token}"}}"#).into(),
-        };
+        let req = request(&headers, format!(r#"{{"token":"{token}"}}"#));
         let response = auth.check(&req, NOW, false).await.unwrap();
         assert_eq!(response.status, 503);
         assert_eq!(body_of(&response)["username"], "admin");
@@ -169,11 +153,7 @@ mod tests {
     async fn a_vendor_version_it_cannot_serve_is_415() {
         let auth = auth();
         let headers = post("application/vnd.ceph.api.v9.9+json");
-        let req = AuthRequest {
-            headers: &headers,
-            query: None,
-            body: "".into(),
-        };
+        let req = request(&headers, "");
         assert_eq!(auth.check(&req, NOW, true).await.unwrap_err().status(), 415);
     }
 }

@@ -138,18 +138,14 @@ impl Auth {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{auth, body_of, post, LOCKOUT_SECONDS, NOW};
+    use super::super::testing::{auth, body_of, credentials, post, request, LOCKOUT_SECONDS, NOW};
     use super::*;
 
     #[tokio::test]
     async fn good_credentials_give_201_with_token_cookie_and_permissions() {
         let auth = auth();
         let headers = post("application/vnd.ceph.api.v1.0+json");
-        let req = AuthRequest {
-            headers: &headers,
-            query: None,
-            body: r#"{"username":"admin","password":"pw"}"#.into(),
-        };
+        let req = request(&headers, r#"{"username":"admin","password":"pw"}"#);
         let response = auth.login(&req, NOW).await.unwrap();
         assert_eq!(response.status, 201);
         assert_eq!(response.content_type, "application/vnd.ceph.api.v1.0+json");
@@ -180,11 +176,7 @@ mod tests {
             r#"{"username":"nobody","password":"pw"}"#,
             r#"{"username":"disabled","password":"pw"}"#,
         ] {
-            let req = AuthRequest {
-                headers: &headers,
-                query: None,
-                body: body.into(),
-            };
+            let req = request(&headers, body);
             assert!(
                 matches!(
                     auth.login(&req, NOW).await,
@@ -199,11 +191,7 @@ mod tests {
     async fn lockout_refuses_the_right_password_until_it_expires() {
         let auth = auth();
         let headers = post("application/vnd.ceph.api.v1.0+json");
-        let attempt = |pw: &str| AuthRequest {
-            headers: &headers,
-            query: None,
-            body: format!(r#"{{"username":"admin","password":"{pw}"}}"#).into(),
-        };
+        let attempt = |pw: &str| request(&headers, credentials("admin", pw));
         for _ in 0..3 {
             assert!(auth.login(&attempt("bad"), NOW).await.is_err());
         }
@@ -226,52 +214,26 @@ mod tests {
             let auth = auth.clone();
             let headers = headers.clone();
             attempts.spawn(async move {
-                let req = AuthRequest {
-                    headers: &headers,
-                    query: None,
-                    body: r#"{"username":"admin","password":"bad"}"#.into(),
-                };
+                let req = request(&headers, r#"{"username":"admin","password":"bad"}"#);
                 auth.login(&req, NOW).await.is_err()
             });
         }
         while let Some(refused) = attempts.join_next().await {
             assert!(refused.unwrap());
         }
-        let req = AuthRequest {
-            headers: &headers,
-            query: None,
-            body: r#"{"username":"admin","password":"pw"}"#.into(),
-        };
+        let req = request(&headers, r#"{"username":"admin","password":"pw"}"#);
         assert!(matches!(
             auth.login(&req, NOW).await,
             Err(GatewayError::InvalidCredentials)
         ));
     }
 
-    #[tokio::test]
-    async fn the_last_allowed_attempt_may_still_succeed() {
-        let auth = auth();
-        let headers = post("application/vnd.ceph.api.v1.0+json");
-        let attempt = |pw: &str| AuthRequest {
-            headers: &headers,
-            query: None,
-            body: format!(r#"{{"username":"admin","password":"{pw}"}}"#).into(),
-        };
-        for _ in 0..2 {
-            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
-        }
-        assert!(auth.login(&attempt("pw"), NOW).await.is_ok());
-    }
-
+    /// The last attempt allowed may still succeed, and a success starts the count again.
     #[tokio::test]
     async fn a_success_resets_the_failure_count() {
         let auth = auth();
         let headers = post("application/vnd.ceph.api.v1.0+json");
-        let attempt = |pw: &str| AuthRequest {
-            headers: &headers,
-            query: None,
-            body: format!(r#"{{"username":"admin","password":"{pw}"}}"#).into(),
-        };
+        let attempt = |pw: &str| request(&headers, credentials("admin", pw));
         for _ in 0..2 {
             assert!(auth.login(&attempt("bad"), NOW).await.is_err());
         }
@@ -286,11 +248,7 @@ mod tests {
     async fn wrong_accept_is_415_before_the_body_is_looked_at() {
         let auth = auth();
         let headers = post("*/*");
-        let req = AuthRequest {
-            headers: &headers,
-            query: None,
-            body: "not json".into(),
-        };
+        let req = request(&headers, "not json");
         assert_eq!(auth.login(&req, NOW).await.unwrap_err().status(), 415);
     }
 
@@ -306,11 +264,7 @@ mod tests {
             r#"{"username":"admin"}"#,
             r#"{"username":1,"password":"x"}"#,
         ] {
-            let req = AuthRequest {
-                headers: &headers,
-                query: None,
-                body: body.to_string().into(),
-            };
+            let req = request(&headers, body.to_string());
             let err = auth.login(&req, NOW).await.unwrap_err();
             assert!(
                 matches!(err, GatewayError::BadRequest { .. }),

@@ -45,7 +45,7 @@ impl Auth {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{auth, post, NOW};
+    use super::super::testing::{auth, post, request, NOW};
     use super::*;
 
     fn with_bearer(token: &str) -> http::HeaderMap {
@@ -62,11 +62,7 @@ mod tests {
         let auth = auth();
         let token = auth.tokens.issue("admin", NOW).unwrap().token;
         let headers = with_bearer(&token);
-        let req = AuthRequest {
-            headers: &headers,
-            query: None,
-            body: "".into(),
-        };
+        let req = request(&headers, "");
         assert!(auth.authenticate(&headers, NOW).await.is_ok());
         let response = auth.logout(&req, NOW).await.unwrap();
         assert_eq!(response.status, 200);
@@ -85,11 +81,7 @@ mod tests {
         let auth = auth();
         let token = auth.tokens.issue("admin", NOW - 10_000).unwrap().token;
         let headers = with_bearer(&token);
-        let req = AuthRequest {
-            headers: &headers,
-            query: None,
-            body: "".into(),
-        };
+        let req = request(&headers, "");
         assert_eq!(auth.logout(&req, NOW).await.unwrap().status, 200);
     }
 
@@ -97,21 +89,13 @@ mod tests {
     async fn no_token_or_a_foreign_one_is_401() {
         let auth = auth();
         let none = post("application/vnd.ceph.api.v1.0+json");
-        let req = AuthRequest {
-            headers: &none,
-            query: None,
-            body: "".into(),
-        };
+        let req = request(&none, "");
         assert!(matches!(
             auth.logout(&req, NOW).await,
             Err(GatewayError::Unauthorized)
         ));
         let garbage = with_bearer("a.b.c");
-        let req = AuthRequest {
-            headers: &garbage,
-            query: None,
-            body: "".into(),
-        };
+        let req = request(&garbage, "");
         assert!(matches!(
             auth.logout(&req, NOW).await,
             Err(GatewayError::Unauthorized)

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::Auth;
+use super::{Auth, AuthRequest};
 use crate::config::LockoutPolicy;
 use crate::metrics::Metrics;
 use crate::respond::LocalResponse;
@@ -58,6 +58,20 @@ pub fn post(accept: &str) -> http::HeaderMap {
         "application/json".parse().unwrap(),
     );
     headers
+}
+
+/// A request with these headers and body, and no query.
+pub fn request(headers: &http::HeaderMap, body: impl Into<bytes::Bytes>) -> AuthRequest<'_> {
+    AuthRequest {
+        headers,
+        query: None,
+        body: body.into(),
+    }
+}
+
+/// A login body.
+pub fn credentials(username: &str, password: &str) -> String {
+    serde_json::json!({"username": username, "password": password}).to_string()
 }
 
 pub fn body_of(response: &LocalResponse) -> Value {
