@@ -1,15 +1,18 @@
-//! Authorization at the edge: which scope and permission a dashboard operation needs,
-//! from the shipped table (`conf/scopes.toml`, derived from the dashboard's controllers),
-//! compiled once into a matcher over path segments.
+//! Authorization at the edge: what each dashboard operation needs (no token, a token, or
+//! a permission on a scope), from the shipped table (`conf/scopes.toml`, derived from the
+//! dashboard's own routing), compiled once into a matcher over path segments.
 
 use http::Method;
 
 use crate::config::OperationRule;
 use crate::users::{Permission, Scope, User};
 
-/// What an API request needs.
+/// What a request needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Requirement {
+    /// Nothing: the dashboard serves it without a token and the gateway opened it
+    /// (the web UI's files, what its login page needs).
+    Open,
     /// A valid token is enough (the dashboard's controller has no scope).
     Token,
     /// A valid token whose roles grant this permission on this scope.
@@ -22,6 +25,9 @@ pub enum AccessError {
     /// No operation of the backend has this path: nothing to forward it to.
     #[error("no dashboard operation has this path")]
     UnknownPath,
+    /// The dashboard serves it without a token, but the gateway does not offer it.
+    #[error("the gateway does not offer this operation")]
+    Closed,
     #[error("the user's roles do not grant {1:?} on {0:?}")]
     Forbidden(Scope, Permission),
 }
@@ -30,6 +36,8 @@ pub enum AccessError {
 enum Segment {
     Literal(String),
     Param,
+    /// `{name:.*}` at the end: any number of segments, none included.
+    Tail,
 }
 
 #[derive(Debug)]
@@ -38,8 +46,8 @@ struct Operation {
     segments: Vec<Segment>,
     /// Literal segments count: the most specific template wins.
     literals: usize,
-    requirement: Requirement,
-    public: bool,
+    /// `None`: public on the dashboard but closed at the gateway.
+    requirement: Option<Requirement>,
 }
 
 /// The compiled table.
@@ -53,15 +61,7 @@ impl AccessTable {
         let operations = rules
             .iter()
             .map(|rule| {
-                let segments: Vec<Segment> = split(&rule.path)
-                    .map(|s| {
-                        if s.starts_with('{') && s.ends_with('}') {
-                            Segment::Param
-                        } else {
-                            Segment::Literal(s.to_string())
-                        }
-                    })
-                    .collect();
+                let segments: Vec<Segment> = split(&rule.path).map(segment).collect();
                 Operation {
                     method: rule.method.clone(),
                     literals: segments
@@ -69,11 +69,14 @@ impl AccessTable {
                         .filter(|s| matches!(s, Segment::Literal(_)))
                         .count(),
                     segments,
-                    requirement: match rule.scope {
-                        Some((scope, permission)) => Requirement::Scoped(scope, permission),
-                        None => Requirement::Token,
+                    requirement: match (rule.public, rule.open, rule.scope) {
+                        (true, true, _) => Some(Requirement::Open),
+                        (true, false, _) => None,
+                        (false, _, Some((scope, permission))) => {
+                            Some(Requirement::Scoped(scope, permission))
+                        }
+                        (false, _, None) => Some(Requirement::Token),
                     },
-                    public: rule.public,
                 }
             })
             .collect();
@@ -89,65 +92,83 @@ impl AccessTable {
     }
 
     /// What `method path` (a normalized path) needs. An operation of the same path but
-    /// another method (HEAD, OPTIONS, ...) needs that path's scope with the permission the
-    /// method implies.
+    /// another method needs that path's scope with the permission the method implies;
+    /// an open operation stays open only for HEAD next to its GET.
     pub fn requirement(&self, method: &Method, path: &str) -> Result<Requirement, AccessError> {
         let segments: Vec<&str> = split(path).collect();
-        let best = |same_method: bool| {
+        let best = |any_method: bool| {
             self.operations
                 .iter()
-                .filter(|op| !same_method || op.method == *method)
+                .filter(|op| any_method || op.method == *method)
                 .filter(|op| matches(&op.segments, &segments))
-                .max_by_key(|op| (op.literals, op.method == *method))
+                .max_by_key(|op| (op.literals, op.segments.len(), op.method == *method))
         };
-        if let Some(op) = best(true) {
-            return Ok(op.requirement);
+        if let Some(op) = best(false) {
+            return op.requirement.ok_or(AccessError::Closed);
         }
-        match best(false).map(|op| op.requirement) {
+        let op = best(true).ok_or(AccessError::UnknownPath)?;
+        match op.requirement {
             Some(Requirement::Scoped(scope, _)) => {
                 Ok(Requirement::Scoped(scope, Permission::for_method(method)))
             }
             Some(Requirement::Token) => Ok(Requirement::Token),
-            None => Err(AccessError::UnknownPath),
+            Some(Requirement::Open) if *method == Method::HEAD && op.method == Method::GET => {
+                Ok(Requirement::Open)
+            }
+            Some(Requirement::Open) | None => Err(AccessError::Closed),
         }
     }
 
-    /// Whether `method path` is one the backend serves without any token.
-    pub fn is_public(&self, method: &Method, path: &str) -> bool {
-        let segments: Vec<&str> = split(path).collect();
-        self.operations
-            .iter()
-            .filter(|op| op.method == *method && matches(&op.segments, &segments))
-            .max_by_key(|op| op.literals)
-            .is_some_and(|op| op.public)
-    }
-
-    /// Decides whether `user` may send `method path`.
-    pub fn authorize(
-        &self,
-        user: &User,
-        method: &Method,
-        path: &str,
-    ) -> Result<Requirement, AccessError> {
-        let requirement = self.requirement(method, path)?;
+    /// Decides whether `user` may do what `requirement` asks.
+    pub fn authorize(user: &User, requirement: Requirement) -> Result<(), AccessError> {
         match requirement {
             Requirement::Scoped(scope, permission) if !user.grants.allows(scope, permission) => {
                 Err(AccessError::Forbidden(scope, permission))
             }
-            _ => Ok(requirement),
+            _ => Ok(()),
         }
     }
 }
+
+fn segment(text: &str) -> Segment {
+    if text.starts_with('{') && text.ends_with(":.*}") {
+        Segment::Tail
+    } else if text.starts_with('{') && text.ends_with('}') {
+        Segment::Param
+    } else {
+        Segment::Literal(text.to_string())
+    }
+}
+
+/// First segments of the API paths. The dashboard's catch-all (`/{path:.*}`) serves the
+/// web UI's files; an API path that only it matches is an unknown operation.
+const API_PREFIXES: [&str; 2] = ["api", "ui-api"];
 
 fn split(path: &str) -> impl Iterator<Item = &str> {
     path.split('/').filter(|s| !s.is_empty())
 }
 
 fn matches(template: &[Segment], path: &[&str]) -> bool {
-    template.len() == path.len()
-        && template.iter().zip(path).all(|(t, p)| match t {
+    let (fixed, tail) = match template.split_last() {
+        Some((Segment::Tail, fixed)) => (fixed, true),
+        _ => (template, false),
+    };
+    let lengths_fit = if tail {
+        path.len() >= fixed.len()
+    } else {
+        path.len() == fixed.len()
+    };
+    let catch_all_on_api = fixed.is_empty()
+        && tail
+        && path
+            .first()
+            .is_some_and(|first| API_PREFIXES.contains(first));
+    lengths_fit
+        && !catch_all_on_api
+        && fixed.iter().zip(path).all(|(t, p)| match t {
             Segment::Literal(l) => l == p,
             Segment::Param => true,
+            Segment::Tail => false,
         })
 }
 
@@ -163,39 +184,45 @@ mod tests {
             path: path.into(),
             scope,
             public: false,
+            open: false,
+        }
+    }
+
+    fn public(method: &str, path: &str, open: bool) -> OperationRule {
+        OperationRule {
+            public: true,
+            open,
+            ..rule(method, path, None)
         }
     }
 
     fn table() -> AccessTable {
+        use Permission::*;
         AccessTable::new(&[
-            rule("GET", "/api/pool", Some((Scope::Pool, Permission::Read))),
-            rule("POST", "/api/pool", Some((Scope::Pool, Permission::Create))),
-            rule(
-                "GET",
-                "/api/pool/{pool_name}",
-                Some((Scope::Pool, Permission::Read)),
-            ),
-            rule(
-                "GET",
-                "/api/pool/_info",
-                Some((Scope::Pool, Permission::Read)),
-            ),
+            rule("GET", "/api/pool", Some((Scope::Pool, Read))),
+            rule("POST", "/api/pool", Some((Scope::Pool, Create))),
+            rule("GET", "/api/pool/{pool_name}", Some((Scope::Pool, Read))),
+            rule("GET", "/api/pool/_info", Some((Scope::Pool, Read))),
             rule(
                 "POST",
                 "/api/pool/{pool_name}/configuration",
-                Some((Scope::Pool, Permission::Read)),
+                Some((Scope::Pool, Read)),
             ),
             rule("GET", "/api/summary", None),
             rule(
                 "GET",
                 "/api/settings/{name}",
-                Some((Scope::DashboardSettings, Permission::Read)),
+                Some((Scope::DashboardSettings, Read)),
             ),
+            public("GET", "/{path:.*}", true),
+            public("GET", "/ui-api/langs", true),
+            public("POST", "/api/prometheus_receiver", false),
+            public("GET", "/auth/saml2/login", false),
         ])
     }
 
-    fn user(role: Role) -> Arc<crate::users::User> {
-        Arc::new(crate::users::User {
+    fn user(role: Role) -> Arc<User> {
+        Arc::new(User {
             username: "u".into(),
             password_hash: Arc::new(PasswordHash::Bcrypt(String::new())),
             roles: vec![role],
@@ -204,16 +231,21 @@ mod tests {
         })
     }
 
+    fn scoped(scope: Scope, permission: Permission) -> Result<Requirement, AccessError> {
+        Ok(Requirement::Scoped(scope, permission))
+    }
+
     #[test]
     fn exact_operations_give_their_requirement() {
         let t = table();
+        let pool = Scope::Pool;
         assert_eq!(
             t.requirement(&Method::POST, "/api/pool"),
-            Ok(Requirement::Scoped(Scope::Pool, Permission::Create))
+            scoped(pool, Permission::Create)
         );
         assert_eq!(
             t.requirement(&Method::GET, "/api/pool/rbd"),
-            Ok(Requirement::Scoped(Scope::Pool, Permission::Read))
+            scoped(pool, Permission::Read)
         );
         assert_eq!(
             t.requirement(&Method::GET, "/api/summary"),
@@ -224,18 +256,20 @@ mod tests {
     #[test]
     fn a_decorated_permission_overrides_the_method() {
         let t = table();
+        let path = "/api/pool/rbd/configuration";
         assert_eq!(
-            t.requirement(&Method::POST, "/api/pool/rbd/configuration"),
-            Ok(Requirement::Scoped(Scope::Pool, Permission::Read))
+            t.requirement(&Method::POST, path),
+            scoped(Scope::Pool, Permission::Read)
         );
     }
 
     #[test]
     fn another_method_on_a_known_path_takes_its_scope_and_the_method_permission() {
         let t = table();
+        let path = "/api/pool/rbd";
         assert_eq!(
-            t.requirement(&Method::DELETE, "/api/pool/rbd"),
-            Ok(Requirement::Scoped(Scope::Pool, Permission::Delete))
+            t.requirement(&Method::DELETE, path),
+            scoped(Scope::Pool, Permission::Delete)
         );
         assert_eq!(
             t.requirement(&Method::HEAD, "/api/summary"),
@@ -245,35 +279,78 @@ mod tests {
 
     #[test]
     fn unknown_paths_are_refused() {
+        let t = AccessTable::new(&[rule("GET", "/api/pool", None)]);
+        for path in ["/api/nonexistent", "/api/pool/a", "/api", "/"] {
+            assert_eq!(
+                t.requirement(&Method::GET, path),
+                Err(AccessError::UnknownPath),
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_ui_files_are_open_through_the_catch_all() {
         let t = table();
+        for path in ["/", "/index.html", "/assets/img/logo.svg", "/main.1234.js"] {
+            assert_eq!(
+                t.requirement(&Method::GET, path),
+                Ok(Requirement::Open),
+                "{path}"
+            );
+        }
         assert_eq!(
-            t.requirement(&Method::GET, "/api/nonexistent"),
-            Err(AccessError::UnknownPath)
+            t.requirement(&Method::HEAD, "/index.html"),
+            Ok(Requirement::Open)
         );
         assert_eq!(
-            t.requirement(&Method::GET, "/api/pool/a/b/c"),
-            Err(AccessError::UnknownPath)
+            t.requirement(&Method::POST, "/index.html"),
+            Err(AccessError::Closed)
         );
         assert_eq!(
-            t.requirement(&Method::GET, "/api"),
-            Err(AccessError::UnknownPath)
+            t.requirement(&Method::GET, "/ui-api/langs"),
+            Ok(Requirement::Open)
+        );
+    }
+
+    #[test]
+    fn the_catch_all_does_not_open_unknown_api_paths() {
+        let t = table();
+        for path in ["/api/nonexistent", "/ui-api/x", "/api"] {
+            assert_eq!(
+                t.requirement(&Method::GET, path),
+                Err(AccessError::UnknownPath),
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn public_operations_the_gateway_does_not_offer_stay_closed() {
+        let t = table();
+        let receiver = "/api/prometheus_receiver";
+        assert_eq!(
+            t.requirement(&Method::POST, receiver),
+            Err(AccessError::Closed)
+        );
+        assert_eq!(
+            t.requirement(&Method::GET, "/auth/saml2/login"),
+            Err(AccessError::Closed)
         );
     }
 
     #[test]
     fn read_only_users_may_read_but_not_create() {
         let t = table();
+        let decide =
+            |u: &User, m: Method, p: &str| AccessTable::authorize(u, t.requirement(&m, p).unwrap());
         let viewer = user(Role::ReadOnly);
-        assert!(t.authorize(&viewer, &Method::GET, "/api/pool").is_ok());
+        assert!(decide(&viewer, Method::GET, "/api/pool").is_ok());
         assert_eq!(
-            t.authorize(&viewer, &Method::POST, "/api/pool"),
+            decide(&viewer, Method::POST, "/api/pool"),
             Err(AccessError::Forbidden(Scope::Pool, Permission::Create))
         );
-        assert!(t
-            .authorize(&viewer, &Method::GET, "/api/settings/x")
-            .is_err());
-        assert!(t
-            .authorize(&user(Role::PoolManager), &Method::POST, "/api/pool")
-            .is_ok());
+        assert!(decide(&viewer, Method::GET, "/api/settings/x").is_err());
+        assert!(decide(&user(Role::PoolManager), Method::POST, "/api/pool").is_ok());
     }
 }

@@ -16,9 +16,10 @@ use crate::users::User;
 pub struct Forward {
     /// The normalized path, plus the client's query.
     pub path_and_query: String,
-    pub user: Arc<User>,
-    /// The single vendor media type chosen from the client's Accept.
-    pub accept: String,
+    /// `None` for what the gateway serves without a token (the web UI's files).
+    pub user: Option<Arc<User>>,
+    /// The single vendor media type chosen from the client's Accept (API paths).
+    pub accept: Option<String>,
 }
 
 /// Who asked, as the `X-Forwarded-*` headers tell the backend.
@@ -46,7 +47,7 @@ pub fn rewrite_request(
     req: &mut RequestHeader,
     forward: &Forward,
     backend_host: &str,
-    token: &str,
+    token: Option<&str>,
     client: &Client<'_>,
 ) -> pingora::Result<()> {
     let uri = forward.path_and_query.parse::<http::Uri>().map_err(|e| {
@@ -61,8 +62,12 @@ pub fn rewrite_request(
     if let Some(cookies) = cookies {
         req.insert_header("cookie", cookies)?;
     }
-    req.insert_header("authorization", format!("Bearer {token}"))?;
-    req.insert_header("accept", forward.accept.as_str())?;
+    if let Some(token) = token {
+        req.insert_header("authorization", format!("Bearer {token}"))?;
+    }
+    if let Some(accept) = &forward.accept {
+        req.insert_header("accept", accept.as_str())?;
+    }
     req.insert_header("host", backend_host)?;
     if let Some(ip) = &client.ip {
         req.insert_header("x-forwarded-for", ip.as_str())?;
@@ -74,8 +79,10 @@ pub fn rewrite_request(
     if let Some(host) = client.host {
         req.insert_header("x-forwarded-host", host)?;
     }
-    let user = utf8_percent_encode(&forward.user.username, USER_ESCAPES).to_string();
-    req.insert_header("x-forwarded-user", user)?;
+    if let Some(user) = &forward.user {
+        let user = utf8_percent_encode(&user.username, USER_ESCAPES).to_string();
+        req.insert_header("x-forwarded-user", user)?;
+    }
     Ok(())
 }
 
@@ -123,14 +130,14 @@ mod tests {
     fn forward(username: &str) -> Forward {
         Forward {
             path_and_query: "/api/pool?stats=true".into(),
-            user: Arc::new(User {
+            user: Some(Arc::new(User {
                 username: username.into(),
                 password_hash: Arc::new(PasswordHash::Bcrypt(String::new())),
                 roles: vec![Role::ReadOnly],
                 grants: Grants::of(&[Role::ReadOnly]),
                 enabled: true,
-            }),
-            accept: "application/vnd.ceph.api.v1.0+json".into(),
+            })),
+            accept: Some("application/vnd.ceph.api.v1.0+json".into()),
         }
     }
 
@@ -160,7 +167,7 @@ mod tests {
             &mut req,
             &forward("viewer"),
             "127.0.0.1:18080",
-            "service-token",
+            Some("service-token"),
             &client,
         )
         .unwrap();
@@ -191,13 +198,35 @@ mod tests {
             tls: false,
             host: None,
         };
-        rewrite_request(&mut req, &forward("jürgen ops"), "h", "t", &client).unwrap();
+        rewrite_request(&mut req, &forward("jürgen ops"), "h", Some("t"), &client).unwrap();
         assert_eq!(
             req.headers.get("x-forwarded-user").unwrap(),
             "j%C3%BCrgen%20ops"
         );
         assert!(req.headers.get("x-forwarded-for").is_none());
         assert_eq!(req.headers.get("x-forwarded-proto").unwrap(), "http");
+    }
+
+    #[test]
+    fn an_anonymous_request_gets_no_credentials_and_keeps_its_accept() {
+        let mut req = request();
+        let anonymous = Forward {
+            user: None,
+            accept: None,
+            ..forward("u")
+        };
+        let client = Client {
+            ip: None,
+            tls: false,
+            host: None,
+        };
+        rewrite_request(&mut req, &anonymous, "h", None, &client).unwrap();
+        assert!(req.headers.get("authorization").is_none());
+        assert!(req.headers.get("x-forwarded-user").is_none());
+        assert_eq!(
+            req.headers.get("accept").unwrap(),
+            "application/vnd.ceph.api.v1.0+json;q=0.9, */*"
+        );
     }
 
     #[test]
@@ -209,7 +238,7 @@ mod tests {
             tls: false,
             host: None,
         };
-        rewrite_request(&mut req, &forward("u"), "h", "t", &client).unwrap();
+        rewrite_request(&mut req, &forward("u"), "h", Some("t"), &client).unwrap();
         assert!(req.headers.get("cookie").is_none());
     }
 }

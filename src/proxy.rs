@@ -21,7 +21,7 @@ use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use tracing::Instrument;
 
-use crate::access::{AccessError, AccessTable};
+use crate::access::{AccessTable, Requirement};
 use crate::auth::{Auth, AuthRequest};
 use crate::docs::{self, Docs};
 use crate::errors::GatewayError;
@@ -163,35 +163,17 @@ impl ProxyHttp for Gateway {
         upstream_request: &mut RequestHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        let (Some(forwarding), Some(forward), Some(backend)) =
-            (&self.forwarding, &ctx.forward, &ctx.backend)
-        else {
-            return Error::e_explain(InternalError, "forwarding without a decision");
+        let (Some(forwarding), Some(backend)) = (&self.forwarding, ctx.backend.clone()) else {
+            return Error::e_explain(InternalError, "forwarding without a backend");
         };
-        let token = match forwarding
-            .account
-            .token(&forwarding.upstreams, backend, unix_now())
-            .await
-        {
-            Ok(token) => token,
-            Err(CredentialError::NotActive(status)) => {
-                health::record(&self.metrics, backend, BackendState::Standby);
-                ctx.retry = true;
-                return Error::e_explain(STANDBY, format!("login answered {status}"));
-            }
-            Err(e) => {
-                ctx.failure = Some(match &e {
-                    CredentialError::Client(crate::upstream::ClientError::Timeout) => {
-                        GatewayError::GatewayTimeout
-                    }
-                    _ => GatewayError::BadGateway {
-                        detail: "the gateway could not log in to the dashboard backend".into(),
-                    },
-                });
-                let _enter = ctx.span.enter();
-                tracing::error!(server = %backend.base, error = %e, "no service account token");
-                return Error::e_explain(HTTPStatus(502), "no service account token");
-            }
+        // Only authenticated requests act as the service account.
+        let authenticated = ctx.forward.as_ref().is_some_and(|f| f.user.is_some());
+        let token = match authenticated {
+            true => Some(self.service_token(forwarding, backend.clone(), ctx).await?),
+            false => None,
+        };
+        let Some(forward) = &ctx.forward else {
+            return Error::e_explain(InternalError, "forwarding without a decision");
         };
         let header = session.req_header();
         let client = forward::Client {
@@ -210,10 +192,10 @@ impl ProxyHttp for Gateway {
             upstream_request,
             forward,
             &backend.host_header(),
-            &token,
+            token.as_deref(),
             &client,
         )?;
-        ctx.upstream_token = Some(token);
+        ctx.upstream_token = token;
         ctx.upstream_sent = Some(Instant::now());
         Ok(())
     }
@@ -400,6 +382,41 @@ enum Decision {
 }
 
 impl Gateway {
+    /// The service account's token, logging in through `backend` when needed. A backend
+    /// that refuses the login as a standby is marked and the request retried elsewhere.
+    async fn service_token(
+        &self,
+        forwarding: &Forwarding,
+        backend: Arc<Backend>,
+        ctx: &mut RequestCtx,
+    ) -> Result<Arc<str>> {
+        let result = forwarding
+            .account
+            .token(&forwarding.upstreams, &backend, unix_now())
+            .await;
+        match result {
+            Ok(token) => Ok(token),
+            Err(CredentialError::NotActive(status)) => {
+                health::record(&self.metrics, &backend, BackendState::Standby);
+                ctx.retry = true;
+                Error::e_explain(STANDBY, format!("login answered {status}"))
+            }
+            Err(e) => {
+                ctx.failure = Some(match &e {
+                    CredentialError::Client(crate::upstream::ClientError::Timeout) => {
+                        GatewayError::GatewayTimeout
+                    }
+                    _ => GatewayError::BadGateway {
+                        detail: "the gateway could not log in to the dashboard backend".into(),
+                    },
+                });
+                let _enter = ctx.span.enter();
+                tracing::error!(server = %backend.base, error = %e, "no service account token");
+                Error::e_explain(HTTPStatus(502), "no service account token")
+            }
+        }
+    }
+
     async fn decide(
         &self,
         session: &mut Session,
@@ -415,8 +432,7 @@ impl Gateway {
                 .await
                 .map(Decision::Answer),
             Route::Docs => self.answer_docs(session, &path).await.map(Decision::Answer),
-            Route::Api => self.decide_api(session, path, now).await,
-            Route::Other => Err(not_found(&path)),
+            Route::Api | Route::Other => self.decide_forward(session, path, ctx.route, now).await,
         }
     }
 
@@ -467,30 +483,42 @@ impl Gateway {
         }
     }
 
-    /// 401, 403 and 415 are decided here, in the dashboard's order, before anything is sent.
-    async fn decide_api(
+    /// 401, 403 and 415 are decided here, in the dashboard's order, before anything is
+    /// sent. API paths need a token unless the gateway opened the operation; the web UI's
+    /// files need none.
+    async fn decide_forward(
         &self,
         session: &mut Session,
         path: String,
+        route: Route,
         now: UnixTime,
     ) -> Result<Decision, GatewayError> {
         let header = session.req_header();
-        let user = self.auth.authenticate(&header.headers, now).await?;
         let Some(forwarding) = &self.forwarding else {
+            if route == Route::Api {
+                self.auth.authenticate(&header.headers, now).await?;
+            }
             return Err(not_found(&path));
         };
-        forwarding
-            .access
-            .authorize(&user, &header.method, &path)
-            .map_err(|e| match e {
-                AccessError::UnknownPath => not_found(&path),
-                AccessError::Forbidden(..) => GatewayError::Forbidden,
-            })?;
-        let accept = header
-            .headers
-            .get(http::header::ACCEPT)
-            .and_then(|v| v.to_str().ok());
-        let version = versioning::choose(accept, &self.vendor)?;
+        let requirement = forwarding.access.requirement(&header.method, &path);
+        let user = match requirement {
+            Ok(Requirement::Open) => None,
+            Err(_) if route != Route::Api => None,
+            _ => Some(self.auth.authenticate(&header.headers, now).await?),
+        };
+        // Unknown operations, and public ones the gateway does not offer, do not exist here.
+        let requirement = requirement.map_err(|_| not_found(&path))?;
+        if let Some(user) = &user {
+            AccessTable::authorize(user, requirement).map_err(|_| GatewayError::Forbidden)?;
+        }
+        let accept = match route {
+            Route::Api => {
+                let accept = respond::joined_header(&header.headers, http::header::ACCEPT);
+                let version = versioning::choose(accept.as_deref(), &self.vendor)?;
+                Some(version.media_type(&self.vendor))
+            }
+            _ => None,
+        };
         if !forwarding.upstreams.any_active() {
             return Err(no_active_backend());
         }
@@ -512,7 +540,7 @@ impl Gateway {
         Ok(Decision::Forward(Forward {
             path_and_query,
             user,
-            accept: version.media_type(&self.vendor),
+            accept,
         }))
     }
 }

@@ -10,11 +10,11 @@ pub enum Route {
     TokenCheck,
     /// `POST /api/auth/logout`: served by the gateway.
     Logout,
-    /// Any other `/api` path: token and role checked, then forwarded.
+    /// Any other `/api` or `/ui-api` path: token, role and version checked, then forwarded.
     Api,
     /// `/docs...`: the API description.
     Docs,
-    /// Anything else.
+    /// Anything else: the dashboard's web UI (its files are forwarded without a token).
     #[default]
     Other,
 }
@@ -30,8 +30,8 @@ impl Route {
             "/api/auth" => Route::Login,
             "/api/auth/check" => Route::TokenCheck,
             "/api/auth/logout" => Route::Logout,
-            "/api" => Route::Api,
-            p if p.starts_with("/api/") => Route::Api,
+            "/api" | "/ui-api" => Route::Api,
+            p if p.starts_with("/api/") || p.starts_with("/ui-api/") => Route::Api,
             "/docs" => Route::Docs,
             p if p.starts_with("/docs/") => Route::Docs,
             _ => Route::Other,
@@ -73,6 +73,9 @@ mod tests {
             ("/api/pool", Route::Api),
             ("/api", Route::Api),
             ("/apix", Route::Other),
+            ("/ui-api/langs", Route::Api),
+            ("/ui-api", Route::Api),
+            ("/ui-apix", Route::Other),
             ("/docs", Route::Docs),
             ("/docs/api.json", Route::Docs),
             ("/", Route::Other),

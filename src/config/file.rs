@@ -138,12 +138,20 @@ impl Default for UpstreamSection {
 #[serde(deny_unknown_fields, default)]
 pub(super) struct AccessSection {
     pub scopes_file: String,
+    pub open_operations: Vec<String>,
 }
 
 impl Default for AccessSection {
     fn default() -> Self {
         Self {
             scopes_file: "scopes.toml".into(),
+            // The web UI's files and what its login page needs before anyone logged in.
+            open_operations: vec![
+                "GET /{path:.*}".into(),
+                "GET /ui-api/langs".into(),
+                "GET /ui-api/login/custom_banner".into(),
+                "POST /ui-api/logging/js-error".into(),
+            ],
         }
     }
 }

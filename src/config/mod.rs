@@ -156,8 +156,11 @@ pub struct OperationRule {
     pub path: String,
     /// `None`: a valid token is enough.
     pub scope: Option<(Scope, Permission)>,
-    /// Needs no token at all.
+    /// The dashboard serves it without any token.
     pub public: bool,
+    /// The gateway serves it without a token too (`access.open_operations`); public
+    /// operations not opened stay closed.
+    pub open: bool,
 }
 
 /// Reads and validates the configuration file and the users file it names.
@@ -284,7 +287,7 @@ impl Config {
         let upstream = upstream.map(|u| upstream_config(&mut errors, f, u, &resolve));
         let scopes_file = resolve(&access.scopes_file);
         let access = match &upstream {
-            Some(_) => load_scopes(&mut errors, &scopes_file),
+            Some(_) => load_scopes(&mut errors, f, &scopes_file, &access.open_operations),
             None => AccessConfig {
                 scopes_file,
                 ..AccessConfig::default()
@@ -589,7 +592,7 @@ fn upstream_config(
 }
 
 /// Reads the scope table; forwarding needs it, so a missing file is an error.
-fn load_scopes(errors: &mut ConfigErrors, path: &Path) -> AccessConfig {
+fn load_scopes(errors: &mut ConfigErrors, f: &Path, path: &Path, open: &[String]) -> AccessConfig {
     let mut access = AccessConfig {
         scopes_file: path.to_path_buf(),
         ..AccessConfig::default()
@@ -641,11 +644,13 @@ fn load_scopes(errors: &mut ConfigErrors, path: &Path) -> AccessConfig {
                 }
             }
         };
+        let opened = open.contains(&format!("{} {}", op.method, op.path));
         let rule = OperationRule {
             method,
             path: op.path,
             scope,
             public: op.public,
+            open: op.public && opened,
         };
         if access
             .operations
@@ -656,6 +661,28 @@ fn load_scopes(errors: &mut ConfigErrors, path: &Path) -> AccessConfig {
             continue;
         }
         access.operations.push(rule);
+    }
+    for (i, entry) in open.iter().enumerate() {
+        let known = access
+            .operations
+            .iter()
+            .any(|r| r.open && format!("{} {}", r.method, r.path) == *entry);
+        if !known {
+            let public: Vec<String> = access
+                .operations
+                .iter()
+                .filter(|r| r.public)
+                .map(|r| format!("{} {}", r.method, r.path))
+                .collect();
+            errors.push(
+                f,
+                format!("access.open_operations[{i}]"),
+                format!(
+                "{entry:?} is not an operation the dashboard serves without a token; those are: {}",
+                public.join(", ")
+            ),
+            );
+        }
     }
     access
 }
