@@ -2,12 +2,15 @@
 # Installs what a fresh Debian 12 machine lacks to build and test clustergate.
 # Idempotent: installs only what is missing. Needs root (or sudo) when something is missing.
 #   deploy/install-deps.sh            build dependencies (cmake, a C compiler)
-#   deploy/install-deps.sh --test     also what the test suite uses
+#   deploy/install-deps.sh --test     also what the test suite uses (the real Ceph
+#                                     dashboard's packages are installed by
+#                                     deploy/ceph-dev/start-dashboard.sh)
 set -euo pipefail
 
 want=(cmake gcc make)
 if [[ "${1:-}" == "--test" ]]; then
-  want+=(curl)
+  # curl for the dashboard harness; Chromium and Node for the browser tests.
+  want+=(curl chromium nodejs)
 fi
 
 missing=()

@@ -50,10 +50,14 @@ struct Operation {
     requirement: Option<Requirement>,
 }
 
-/// The compiled table.
+/// The compiled table, indexed by first path segment so a lookup reads a handful of
+/// operations rather than all of them.
 #[derive(Debug, Default)]
 pub struct AccessTable {
     operations: Vec<Operation>,
+    by_first_literal: std::collections::HashMap<String, Vec<usize>>,
+    /// Operations whose first segment is a parameter, or that match everything.
+    first_is_wildcard: Vec<usize>,
 }
 
 impl AccessTable {
@@ -79,8 +83,35 @@ impl AccessTable {
                     },
                 }
             })
-            .collect();
-        AccessTable { operations }
+            .collect::<Vec<Operation>>();
+        let mut table = AccessTable {
+            operations: Vec::new(),
+            by_first_literal: std::collections::HashMap::new(),
+            first_is_wildcard: Vec::new(),
+        };
+        for (index, op) in operations.iter().enumerate() {
+            match op.segments.first() {
+                Some(Segment::Literal(first)) => table
+                    .by_first_literal
+                    .entry(first.clone())
+                    .or_default()
+                    .push(index),
+                _ => table.first_is_wildcard.push(index),
+            }
+        }
+        table.operations = operations;
+        table
+    }
+
+    /// The operations that may match a path starting with `first`.
+    fn candidates<'a>(&'a self, first: Option<&str>) -> impl Iterator<Item = &'a Operation> + 'a {
+        let literal = first
+            .and_then(|f| self.by_first_literal.get(f))
+            .map_or(&[][..], Vec::as_slice);
+        literal
+            .iter()
+            .chain(&self.first_is_wildcard)
+            .filter_map(|i| self.operations.get(*i))
     }
 
     pub fn len(&self) -> usize {
@@ -97,8 +128,7 @@ impl AccessTable {
     pub fn requirement(&self, method: &Method, path: &str) -> Result<Requirement, AccessError> {
         let segments: Vec<&str> = split(path).collect();
         let best = |any_method: bool| {
-            self.operations
-                .iter()
+            self.candidates(segments.first().copied())
                 .filter(|op| any_method || op.method == *method)
                 .filter(|op| matches(&op.segments, &segments))
                 .max_by_key(|op| (op.literals, op.segments.len(), op.method == *method))

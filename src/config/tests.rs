@@ -1,4 +1,5 @@
 use super::*;
+use crate::users::{Permission, Scope};
 
 fn dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
@@ -187,4 +188,89 @@ fn bad_hash_is_refused() {
 fn bad_users_toml_names_the_users_file() {
     let e = users_errors("[[users]\n");
     assert!(e.0[0].file.ends_with("users.toml"), "{e}");
+}
+
+/// The shipped configuration, with a stand-in service password.
+fn shipped() -> Config {
+    let d = dir();
+    std::fs::write(d.path().join("upstream.pass"), "stand-in").unwrap();
+    let conf = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf");
+    let text = std::fs::read_to_string(conf.join("clustergate.toml")).unwrap();
+    let text = text
+        .replace(
+            "\"scopes.toml\"",
+            &format!("{:?}", conf.join("scopes.toml")),
+        )
+        .replace("\"users.toml\"", "\"no-users.toml\"");
+    parse(&text, d.path()).unwrap()
+}
+
+#[test]
+fn the_shipped_configuration_and_scope_table_load() {
+    let c = shipped();
+    assert_eq!(c.access.ceph_version.as_deref(), Some("16.2.15"));
+    assert_eq!(c.access.operations.len(), 274);
+    assert_eq!(c.access.operations.iter().filter(|o| o.open).count(), 4);
+}
+
+#[test]
+fn the_shipped_table_answers_like_the_dashboard() {
+    use crate::access::{AccessError, AccessTable, Requirement};
+    let table = AccessTable::new(&shipped().access.operations);
+    let scoped = |s, p| Ok(Requirement::Scoped(s, p));
+    let cases = [
+        ("POST", "/api/pool", scoped(Scope::Pool, Permission::Create)),
+        (
+            "GET",
+            "/api/pool/rbd",
+            scoped(Scope::Pool, Permission::Read),
+        ),
+        (
+            "POST",
+            "/api/block/image/rbd%2Fimg/flatten",
+            scoped(Scope::RbdImage, Permission::Update),
+        ),
+        (
+            "POST",
+            "/api/osd/3/scrub",
+            scoped(Scope::Osd, Permission::Update),
+        ),
+        (
+            "GET",
+            "/api/settings",
+            scoped(Scope::ConfigOpt, Permission::Read),
+        ),
+        (
+            "DELETE",
+            "/api/user/x",
+            scoped(Scope::User, Permission::Delete),
+        ),
+        ("GET", "/api/summary", Ok(Requirement::Token)),
+        ("GET", "/", Ok(Requirement::Open)),
+        ("GET", "/ui-api/langs", Ok(Requirement::Open)),
+        ("POST", "/api/prometheus_receiver", Err(AccessError::Closed)),
+        ("GET", "/auth/saml2/login", Err(AccessError::Closed)),
+        ("GET", "/api/nonexistent", Err(AccessError::UnknownPath)),
+    ];
+    for (method, path, expected) in cases {
+        let method = http::Method::from_bytes(method.as_bytes()).unwrap();
+        assert_eq!(
+            table.requirement(&method, path),
+            expected,
+            "{method} {path}"
+        );
+    }
+}
+
+#[test]
+fn open_operations_must_be_public_in_the_table() {
+    let d = dir();
+    std::fs::write(d.path().join("upstream.pass"), "stand-in").unwrap();
+    let scopes = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/scopes.toml");
+    let text = format!(
+        "[upstream]\nservers = [\"http://127.0.0.1:1\"]\n[access]\nscopes_file = {scopes:?}\nopen_operations = [\"GET /api/pool\"]\n"
+    );
+    assert!(parse(&text, d.path())
+        .unwrap_err()
+        .mentions("access.open_operations[0]"));
 }
