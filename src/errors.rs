@@ -11,6 +11,9 @@ pub enum GatewayError {
     /// The request body is not what the endpoint takes.
     #[error("{detail}")]
     BadRequest { detail: String },
+    /// A request path that cannot be normalized safely.
+    #[error("{detail}")]
+    InvalidPath { detail: String },
     /// Wrong password, unknown, disabled or locked user: one answer for all.
     #[error("Invalid credentials")]
     InvalidCredentials,
@@ -24,6 +27,8 @@ pub enum GatewayError {
     MethodNotAllowed { allow: &'static str },
     #[error("The request body is larger than {limit} bytes.")]
     PayloadTooLarge { limit: usize },
+    #[error("A request body over {limit} bytes needs a Content-Length.")]
+    LengthRequired { limit: usize },
     #[error("Expected an entity of content type application/json, text/javascript")]
     NotJson,
     #[error(transparent)]
@@ -49,11 +54,14 @@ impl GatewayError {
 
     pub fn status(&self) -> u16 {
         match self {
-            GatewayError::BadRequest { .. } | GatewayError::InvalidCredentials => 400,
+            GatewayError::BadRequest { .. }
+            | GatewayError::InvalidPath { .. }
+            | GatewayError::InvalidCredentials => 400,
             GatewayError::Unauthorized => 401,
             GatewayError::Forbidden => 403,
             GatewayError::NotFound { .. } => 404,
             GatewayError::MethodNotAllowed { .. } => 405,
+            GatewayError::LengthRequired { .. } => 411,
             GatewayError::PayloadTooLarge { .. } => 413,
             GatewayError::NotJson | GatewayError::Version(_) => 415,
             GatewayError::TooManyRequests => 429,
@@ -83,6 +91,9 @@ impl GatewayError {
             }),
             GatewayError::BadRequest { detail } => json!({
                 "detail": detail, "code": "invalid_request", "component": "auth",
+            }),
+            GatewayError::InvalidPath { detail } => json!({
+                "detail": detail, "code": "invalid_path", "component": "gateway",
             }),
             _ => json!({
                 "status": status_line(self.status()),

@@ -37,6 +37,17 @@ use crate::versioning;
 
 /// Auth request bodies are a few hundred bytes; anything near this is abuse.
 pub const AUTH_BODY_LIMIT: usize = 64 * 1024;
+/// The methods the dashboard's operations use; others are refused before any check.
+const FORWARDED_METHODS: [http::Method; 6] = [
+    http::Method::GET,
+    http::Method::HEAD,
+    http::Method::POST,
+    http::Method::PUT,
+    http::Method::PATCH,
+    http::Method::DELETE,
+];
+/// What pingora keeps of a request body to send it again (its retry buffer).
+const RETRY_BUFFER_BYTES: usize = 64 * 1024;
 /// Paths are echoed in 404 details up to this many bytes.
 const MAX_ECHOED_PATH: usize = 256;
 
@@ -77,8 +88,8 @@ pub struct RequestCtx {
     upstream_sent: Option<Instant>,
     relogged: bool,
     retry: bool,
-    /// A backend believed active could not be connected to.
-    connect_failed: bool,
+    /// The length of a body that came without one (chunked, or HTTP/2), read whole.
+    buffered_body: Option<usize>,
     body_bytes: usize,
     /// An error already decided, for `fail_to_proxy` to answer.
     failure: Option<GatewayError>,
@@ -102,7 +113,7 @@ impl ProxyHttp for Gateway {
             upstream_sent: None,
             relogged: false,
             retry: false,
-            connect_failed: false,
+            buffered_body: None,
             body_bytes: 0,
             failure: None,
         }
@@ -136,14 +147,11 @@ impl ProxyHttp for Gateway {
         let Some(forwarding) = &self.forwarding else {
             return Error::e_explain(HTTPStatus(502), "no dashboard backend is configured");
         };
+        // A backend that refused the connection was marked down: if none is left, no
+        // manager is active (as during a failover), which clients should retry.
         let Some(backend) = forwarding.upstreams.pick(ctx.tried) else {
-            return Err(if ctx.connect_failed {
-                ctx.failure = Some(unreachable());
-                Error::explain(HTTPStatus(502), "no backend could be reached")
-            } else {
-                ctx.failure = Some(no_active_backend());
-                Error::explain(HTTPStatus(503), "no active dashboard backend")
-            });
+            ctx.failure = Some(no_active_backend());
+            return Error::e_explain(HTTPStatus(503), "no active dashboard backend");
         };
         if backend.index < 64 {
             ctx.tried |= 1 << backend.index;
@@ -195,6 +203,12 @@ impl ProxyHttp for Gateway {
             token.as_deref(),
             &client,
         )?;
+        if let Some(length) = ctx.buffered_body {
+            // The dashboard refuses bodies without a length (411): send the buffered one
+            // (pingora replays it from its retry buffer) with its length.
+            upstream_request.remove_header("transfer-encoding");
+            upstream_request.insert_header("content-length", length.to_string())?;
+        }
         ctx.upstream_token = token;
         ctx.upstream_sent = Some(Instant::now());
         Ok(())
@@ -277,6 +291,10 @@ impl ProxyHttp for Gateway {
         if let Some(forwarding) = &self.forwarding {
             forward::rewrite_response(response, &forwarding.upstreams)?;
         }
+        if !self.tls {
+            // The dashboard sends HSTS over plain HTTP too; only a TLS listener may.
+            response.remove_header("strict-transport-security");
+        }
         respond::add_common_headers(response, self.tls, &ctx.id)
     }
 
@@ -290,7 +308,6 @@ impl ProxyHttp for Gateway {
         if let Some(backend) = &ctx.backend {
             health::record(&self.metrics, backend, BackendState::Down);
         }
-        ctx.connect_failed = true;
         // Nothing was sent: another backend may be the active one.
         e.set_retry(true);
         e
@@ -422,8 +439,11 @@ impl Gateway {
         session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> Result<Decision, GatewayError> {
-        let path = paths::normalize(session.req_header().uri.path())
-            .map_err(|e| GatewayError::bad_request(format!("Invalid request path: {e}.")))?;
+        let path = paths::normalize(session.req_header().uri.path()).map_err(|e| {
+            GatewayError::InvalidPath {
+                detail: format!("Invalid request path: {e}."),
+            }
+        })?;
         ctx.route = Route::classify(&path);
         let now = unix_now();
         match ctx.route {
@@ -432,8 +452,39 @@ impl Gateway {
                 .await
                 .map(Decision::Answer),
             Route::Docs => self.answer_docs(session, &path).await.map(Decision::Answer),
-            Route::Api | Route::Other => self.decide_forward(session, path, ctx.route, now).await,
+            Route::Api | Route::Other => {
+                let decision = self.decide_forward(session, path, ctx.route, now).await?;
+                ctx.buffered_body = self.buffer_unsized_body(session).await?;
+                Ok(decision)
+            }
         }
+    }
+
+    /// Reads a body that came without a length (chunked, or HTTP/2 without
+    /// Content-Length) into pingora's retry buffer, so it can be sent with one.
+    async fn buffer_unsized_body(
+        &self,
+        session: &mut Session,
+    ) -> Result<Option<usize>, GatewayError> {
+        let declared = session
+            .req_header()
+            .headers
+            .contains_key(http::header::CONTENT_LENGTH);
+        if declared || session.as_mut().is_body_empty() {
+            return Ok(None);
+        }
+        let limit = self
+            .forwarding
+            .as_ref()
+            .map_or(AUTH_BODY_LIMIT, |f| f.upstreams.max_body_bytes);
+        session.as_mut().enable_retry_buffering();
+        let body = respond::read_body(session, limit).await?;
+        if body.len() > RETRY_BUFFER_BYTES {
+            return Err(GatewayError::LengthRequired {
+                limit: RETRY_BUFFER_BYTES,
+            });
+        }
+        Ok(Some(body.len()))
     }
 
     async fn answer_auth(
@@ -494,6 +545,12 @@ impl Gateway {
         now: UnixTime,
     ) -> Result<Decision, GatewayError> {
         let header = session.req_header();
+        // Anything else (`delete`, `BREW`) would be checked as a read: refuse it here.
+        if !FORWARDED_METHODS.contains(&header.method) {
+            return Err(GatewayError::MethodNotAllowed {
+                allow: "GET, HEAD, POST, PUT, PATCH, DELETE",
+            });
+        }
         let Some(forwarding) = &self.forwarding else {
             if route == Route::Api {
                 self.auth.authenticate(&header.headers, now).await?;
@@ -556,13 +613,9 @@ fn classify_failure(e: &Error) -> Option<GatewayError> {
         }
         _ if matches!(e.esource(), ErrorSource::Downstream) => None,
         _ if e.etype() == &STANDBY => Some(no_active_backend()),
-        _ => Some(unreachable()),
-    }
-}
-
-fn unreachable() -> GatewayError {
-    GatewayError::BadGateway {
-        detail: "the dashboard backend could not be reached".into(),
+        _ => Some(GatewayError::BadGateway {
+            detail: "the dashboard backend could not be reached".into(),
+        }),
     }
 }
 

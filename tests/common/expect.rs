@@ -143,6 +143,17 @@ pub fn assert_no_token_cookie(r: &Reply, what: &str) {
 
 /// 400 `{detail, code: "invalid_request", component: "auth"}` with a non-empty detail.
 pub fn assert_invalid_request(r: &Reply) {
+    assert_bad_request(r, "invalid_request", "auth");
+}
+
+/// 400 `{detail, code: "invalid_path", component: "gateway"}`: a path that cannot be
+/// normalized safely.
+pub fn assert_invalid_path(r: &Reply) {
+    assert_bad_request(r, "invalid_path", "gateway");
+}
+
+/// 400 in the dashboard's `{detail, code, component}` shape with a non-empty detail.
+fn assert_bad_request(r: &Reply, code: &str, component: &str) {
     assert_eq!(r.status, 400, "body {}", r.text());
     let body = r.json();
     assert_eq!(
@@ -150,8 +161,8 @@ pub fn assert_invalid_request(r: &Reply) {
         sorted(&["code", "component", "detail"]),
         "body {body}"
     );
-    assert_eq!(body["code"], "invalid_request");
-    assert_eq!(body["component"], "auth");
+    assert_eq!(body["code"], code);
+    assert_eq!(body["component"], component);
     assert!(
         body["detail"].as_str().is_some_and(|d| d.trim().len() > 3),
         "detail: {body}"
@@ -221,5 +232,6 @@ pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
                 .all(|(k, v)| label_text.contains(&format!("{k}=\"{v}\"")));
             all.then(|| value.parse::<f64>().ok()).flatten()
         })
-        .sum()
+        // (a sum of nothing is -0.0)
+        .fold(0.0, |a, b| a + b)
 }

@@ -7,7 +7,16 @@ use std::time::{Duration, Instant};
 
 use super::process::READY_DEADLINE;
 use super::users::UsersFile;
-use super::{cli, free_port, RunningGateway, User, BIN, TEST_SECRET};
+use super::{cli, free_port, Dashboard, RunningGateway, User, BIN, TEST_SECRET};
+
+/// What `Gateway::upstream` writes: the `[upstream]` and `[access]` sections.
+#[derive(Clone, Debug)]
+pub struct UpstreamSpec {
+    pub servers: Vec<String>,
+    pub password: String,
+    /// Wait at start until `/readyz` says an active backend is known.
+    pub wait_active: bool,
+}
 
 /// Builder for a gateway run: `Gateway::new().user(User::admin()).tls(true).start()`.
 #[derive(Clone, Debug)]
@@ -21,6 +30,7 @@ pub struct Gateway {
     pub(super) secret: Option<String>,
     pub(super) extra: Vec<(String, String)>,
     pub(super) files: Vec<(String, String)>,
+    pub(super) upstream: Option<UpstreamSpec>,
 }
 
 impl Default for Gateway {
@@ -41,6 +51,7 @@ impl Gateway {
             secret: None,
             extra: Vec::new(),
             files: Vec::new(),
+            upstream: None,
         }
     }
     /// Admin (administrator) and viewer (read-only), the dashboard transcripts' two users.
@@ -94,6 +105,39 @@ impl Gateway {
         self
     }
 
+    /// Admin (administrator), viewer (read-only) and poolmgr (pool-manager).
+    pub fn with_dashboard_users() -> Self {
+        Self::with_admin_and_viewer().user(User::poolmgr())
+    }
+
+    /// Forward to `dashboard`: every one of its manager URLs, the service account
+    /// `clustergate` with a copy of its password, health checks every 500 ms, and the
+    /// shipped scope table. `start` then waits until `/readyz` is 200.
+    pub fn upstream(mut self, dashboard: &Dashboard) -> Self {
+        self.upstream = Some(UpstreamSpec {
+            servers: dashboard.urls(),
+            password: dashboard.service_password(),
+            wait_active: true,
+        });
+        self
+    }
+
+    /// Start without waiting for an active backend (e.g. none is running).
+    pub fn no_wait_active(mut self) -> Self {
+        if let Some(upstream) = &mut self.upstream {
+            upstream.wait_active = false;
+        }
+        self
+    }
+
+    pub fn max_body_bytes(self, bytes: usize) -> Self {
+        self.extra_toml("upstream", &format!("max_body_bytes = {bytes}"))
+    }
+
+    pub fn public_url(self, url: &str) -> Self {
+        self.extra_toml("server", &format!("public_url = {url:?}"))
+    }
+
     /// Another file written beside the config (relative name), e.g. an operator's certificate.
     pub fn file(mut self, name: &str, contents: &str) -> Self {
         self.files.push((name.into(), contents.into()));
@@ -131,6 +175,23 @@ impl Gateway {
             metrics = self.section_extras("metrics"),
             api = self.section_extras("api"),
             auth = self.section_extras("auth"),
+        ) + &self.upstream_text()
+    }
+
+    /// The `[upstream]` and `[access]` sections, when forwarding is configured.
+    fn upstream_text(&self) -> String {
+        let Some(upstream) = &self.upstream else {
+            return String::new();
+        };
+        let servers: Vec<String> = upstream.servers.iter().map(|s| format!("{s:?}")).collect();
+        let scopes = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/scopes.toml");
+        format!(
+            "\n[upstream]\nservers = [{servers}]\nusername = \"clustergate\"\n\
+             password_file = \"upstream.pass\"\nhealth_interval_ms = 500\n{extra}\n\n\
+             [access]\nscopes_file = {scopes:?}\n{access}\n",
+            servers = servers.join(", "),
+            extra = self.section_extras("upstream"),
+            access = self.section_extras("access"),
         )
     }
 
@@ -149,6 +210,9 @@ impl Gateway {
         }
         if let Some(secret) = &self.secret {
             fs::write(dir.join("jwt.secret"), secret).unwrap();
+        }
+        if let Some(upstream) = &self.upstream {
+            fs::write(dir.join("upstream.pass"), &upstream.password).unwrap();
         }
         for (name, contents) in &self.files {
             let path = dir.join(name);

@@ -1,17 +1,23 @@
 //! Shared by every integration test: the builder for a gateway run (`gateway`, `users`), the
 //! real `clustergate` process it starts (`process`), the requests tests send and the `Reply`
-//! they get (`requests`), JWT decoding and forging (`jwt`), and the dashboard's response shapes
-//! as assertions (`expect`).
+//! they get (`requests`), JWT decoding and forging (`jwt`), the dashboard's response shapes as
+//! assertions (`expect`), the real Ceph dashboards forwarding tests run against (`dashboard`,
+//! started through `ceph_dev`), and the requests and metrics of forwarding (`forwarding`).
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
+mod ceph_dev;
+mod dashboard;
 mod expect;
+mod forwarding;
 mod gateway;
 mod jwt;
 mod process;
 mod requests;
 mod users;
 
+pub use dashboard::*;
 pub use expect::*;
+pub use forwarding::*;
 pub use gateway::*;
 pub use jwt::*;
 pub use process::*;
@@ -28,6 +34,8 @@ pub const ADMIN: &str = "admin";
 pub const ADMIN_PW: &str = "Adm1n-Ceph-Pass";
 pub const VIEWER: &str = "viewer";
 pub const VIEWER_PW: &str = "V1ewer-Ceph-Pass";
+pub const POOLMGR: &str = "poolmgr";
+pub const POOLMGR_PW: &str = "P00lmgr-Ceph-Pass";
 /// The secret `Gateway::known_secret` writes; tests forge tokens with it.
 pub const TEST_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 

@@ -31,6 +31,9 @@ impl RunningGateway {
             match self.spawn_and_wait() {
                 Ok(()) => {
                     self.client = self.build_client(false);
+                    if self.spec.upstream.as_ref().is_some_and(|u| u.wait_active) {
+                        self.wait_readyz(200);
+                    }
                     return;
                 }
                 Err(why)

@@ -1,6 +1,6 @@
 //! Users for the users file: plaintext passwords in tests, hashed when the file is written.
 
-use super::{ADMIN, ADMIN_PW, VIEWER, VIEWER_PW};
+use super::{ADMIN, ADMIN_PW, POOLMGR, POOLMGR_PW, VIEWER, VIEWER_PW};
 
 /// A user for the users file; the password is hashed when the file is written.
 #[derive(Clone, Debug)]
@@ -28,6 +28,9 @@ impl User {
     }
     pub fn viewer() -> Self {
         Self::new(VIEWER, VIEWER_PW, &["read-only"])
+    }
+    pub fn poolmgr() -> Self {
+        Self::new(POOLMGR, POOLMGR_PW, &["pool-manager"])
     }
     pub fn disabled(mut self) -> Self {
         self.enabled = false;
