@@ -28,6 +28,9 @@ pub enum AccessError {
     /// The dashboard serves it without a token, but the gateway does not offer it.
     #[error("the gateway does not offer this operation")]
     Closed,
+    /// An operation the gateway refuses whoever asks (`access.closed_operations`).
+    #[error("the gateway refuses this operation")]
+    NotOffered,
     #[error("the user's roles do not grant {1:?} on {0:?}")]
     Forbidden(Scope, Permission),
 }
@@ -48,6 +51,7 @@ struct Operation {
     literals: usize,
     /// `None`: public on the dashboard but closed at the gateway.
     requirement: Option<Requirement>,
+    not_offered: bool,
 }
 
 /// The compiled table, indexed by first path segment so a lookup reads a handful of
@@ -73,6 +77,7 @@ impl AccessTable {
                         .filter(|s| matches!(s, Segment::Literal(_)))
                         .count(),
                     segments,
+                    not_offered: rule.closed,
                     requirement: match (rule.public, rule.open, rule.scope) {
                         (true, true, _) => Some(Requirement::Open),
                         (true, false, _) => None,
@@ -134,9 +139,15 @@ impl AccessTable {
                 .max_by_key(|op| (op.literals, op.segments.len(), op.method == *method))
         };
         if let Some(op) = best(false) {
+            if op.not_offered {
+                return Err(AccessError::NotOffered);
+            }
             return op.requirement.ok_or(AccessError::Closed);
         }
         let op = best(true).ok_or(AccessError::UnknownPath)?;
+        if op.not_offered {
+            return Err(AccessError::NotOffered);
+        }
         match op.requirement {
             Some(Requirement::Scoped(scope, _)) => {
                 Ok(Requirement::Scoped(scope, Permission::for_method(method)))
@@ -215,6 +226,7 @@ mod tests {
             scope,
             public: false,
             open: false,
+            closed: false,
         }
     }
 
@@ -248,6 +260,10 @@ mod tests {
             public("GET", "/ui-api/langs", true),
             public("POST", "/api/prometheus_receiver", false),
             public("GET", "/auth/saml2/login", false),
+            OperationRule {
+                closed: true,
+                ..rule("POST", "/api/user/{username}/change_password", None)
+            },
         ])
     }
 
@@ -366,6 +382,20 @@ mod tests {
         assert_eq!(
             t.requirement(&Method::GET, "/auth/saml2/login"),
             Err(AccessError::Closed)
+        );
+    }
+
+    #[test]
+    fn closed_operations_are_refused_whoever_asks() {
+        let t = table();
+        let path = "/api/user/clustergate/change_password";
+        assert_eq!(
+            t.requirement(&Method::POST, path),
+            Err(AccessError::NotOffered)
+        );
+        assert_eq!(
+            t.requirement(&Method::PUT, path),
+            Err(AccessError::NotOffered)
         );
     }
 

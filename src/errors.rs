@@ -21,6 +21,9 @@ pub enum GatewayError {
     Unauthorized,
     #[error("You don't have permissions to access that resource")]
     Forbidden,
+    /// Refused whoever asks: it would act on the gateway's own dashboard account.
+    #[error("This operation is not offered through the gateway: it would act on the gateway's own dashboard account.")]
+    NotOffered,
     #[error("The path '{path}' was not found.")]
     NotFound { path: String },
     #[error("The method is not allowed for the requested URL.")]
@@ -58,7 +61,7 @@ impl GatewayError {
             | GatewayError::InvalidPath { .. }
             | GatewayError::InvalidCredentials => 400,
             GatewayError::Unauthorized => 401,
-            GatewayError::Forbidden => 403,
+            GatewayError::Forbidden | GatewayError::NotOffered => 403,
             GatewayError::NotFound { .. } => 404,
             GatewayError::MethodNotAllowed { .. } => 405,
             GatewayError::LengthRequired { .. } => 411,

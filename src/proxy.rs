@@ -21,7 +21,7 @@ use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use tracing::Instrument;
 
-use crate::access::{AccessTable, Requirement};
+use crate::access::{AccessError, AccessTable, Requirement};
 use crate::auth::{Auth, AuthRequest};
 use crate::docs::{self, Docs};
 use crate::errors::GatewayError;
@@ -72,6 +72,17 @@ pub struct Forwarding {
     pub account: Arc<ServiceAccount>,
     pub access: AccessTable,
     pub docs: Docs,
+    /// `/api/user/<service account>`: changing or deleting it would cut the gateway off.
+    pub service_account_path: String,
+}
+
+impl Forwarding {
+    fn changes_service_account(&self, method: &http::Method, path: &str) -> bool {
+        let on_it = path
+            .strip_prefix(self.service_account_path.as_str())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        on_it && method != http::Method::GET && method != http::Method::HEAD
+    }
 }
 
 /// Per-request state.
@@ -564,7 +575,13 @@ impl Gateway {
             _ => Some(self.auth.authenticate(&header.headers, now).await?),
         };
         // Unknown operations, and public ones the gateway does not offer, do not exist here.
-        let requirement = requirement.map_err(|_| not_found(&path))?;
+        let requirement = requirement.map_err(|e| match e {
+            AccessError::NotOffered => GatewayError::NotOffered,
+            _ => not_found(&path),
+        })?;
+        if forwarding.changes_service_account(&header.method, &path) {
+            return Err(GatewayError::NotOffered);
+        }
         if let Some(user) = &user {
             AccessTable::authorize(user, requirement).map_err(|_| GatewayError::Forbidden)?;
         }

@@ -193,6 +193,13 @@ pub fn build(config: Config) -> Result<Server, StartError> {
     Ok(server)
 }
 
+/// What a path segment escapes (everything but RFC 3986's unreserved characters).
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// Forwarding with its health checker's interval.
 struct ForwardingSetup {
     forwarding: Forwarding,
@@ -245,6 +252,11 @@ fn forwarding(
             account: account.clone(),
             access: table,
             docs,
+            // Spelled as the normalized path spells it: unreserved characters stay plain.
+            service_account_path: format!(
+                "/api/user/{}",
+                percent_encoding::utf8_percent_encode(&upstream.username, PATH_SEGMENT)
+            ),
         },
         upstreams,
         account,

@@ -80,6 +80,46 @@ async fn viewer_writes_get_403_from_the_gateway_and_never_reach_the_backend() {
 }
 
 #[tokio::test]
+async fn nobody_may_act_on_the_gateways_own_dashboard_account() {
+    let dash = Dashboard::shared();
+    let gw = gateway(dash).start();
+    let token = gw.login(ADMIN, ADMIN_PW).await;
+    let guess = json!({"old_password": "guess", "new_password": "Another-Pass-1"});
+    let cases = [
+        (
+            Method::POST,
+            "/api/user/clustergate/change_password",
+            Some(guess.clone()),
+        ),
+        (Method::POST, "/api/user/admin/change_password", Some(guess)),
+        (
+            Method::PUT,
+            "/api/user/clustergate",
+            Some(json!({"enabled": false})),
+        ),
+        (Method::DELETE, "/api/user/clustergate", None),
+    ];
+    for (method, path, body) in cases {
+        let what = format!("admin {method} {path}");
+        let before = gw.upstream_requests().await;
+        let r = gw.api(method, path, Some(&token), body.as_ref()).await;
+        assert_eq!(r.status, 403, "{what}: {}", r.text());
+        assert!(
+            r.text().contains("not offered through the gateway"),
+            "{what}: {}",
+            r.text()
+        );
+        let after = gw.upstream_requests().await;
+        assert_eq!(before, after, "{what} reached the backend\n{}", gw.logs());
+    }
+    // Reading it is fine.
+    let r = gw
+        .api(Method::GET, "/api/user/clustergate", Some(&token), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[tokio::test]
 async fn requests_without_a_usable_token_get_401_and_never_reach_the_backend() {
     let dash = Dashboard::shared();
     let gw = gateway(dash).start();

@@ -139,6 +139,7 @@ impl Default for UpstreamSection {
 pub(super) struct AccessSection {
     pub scopes_file: String,
     pub open_operations: Vec<String>,
+    pub closed_operations: Vec<String>,
 }
 
 impl Default for AccessSection {
@@ -152,6 +153,9 @@ impl Default for AccessSection {
                 "GET /ui-api/login/custom_banner".into(),
                 "POST /ui-api/logging/js-error".into(),
             ],
+            // It acts on the dashboard account making the call: through the gateway, that is
+            // the service account (a way to guess or change its password).
+            closed_operations: vec!["POST /api/user/{username}/change_password".into()],
         }
     }
 }

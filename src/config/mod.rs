@@ -161,6 +161,8 @@ pub struct OperationRule {
     /// The gateway serves it without a token too (`access.open_operations`); public
     /// operations not opened stay closed.
     pub open: bool,
+    /// The gateway refuses it whoever asks (`access.closed_operations`).
+    pub closed: bool,
 }
 
 /// Reads and validates the configuration file and the users file it names.
@@ -287,7 +289,13 @@ impl Config {
         let upstream = upstream.map(|u| upstream_config(&mut errors, f, u, &resolve));
         let scopes_file = resolve(&access.scopes_file);
         let access = match &upstream {
-            Some(_) => load_scopes(&mut errors, f, &scopes_file, &access.open_operations),
+            Some(_) => load_scopes(
+                &mut errors,
+                f,
+                &scopes_file,
+                &access.open_operations,
+                &access.closed_operations,
+            ),
             None => AccessConfig {
                 scopes_file,
                 ..AccessConfig::default()
@@ -592,7 +600,13 @@ fn upstream_config(
 }
 
 /// Reads the scope table; forwarding needs it, so a missing file is an error.
-fn load_scopes(errors: &mut ConfigErrors, f: &Path, path: &Path, open: &[String]) -> AccessConfig {
+fn load_scopes(
+    errors: &mut ConfigErrors,
+    f: &Path,
+    path: &Path,
+    open: &[String],
+    closed: &[String],
+) -> AccessConfig {
     let mut access = AccessConfig {
         scopes_file: path.to_path_buf(),
         ..AccessConfig::default()
@@ -644,13 +658,15 @@ fn load_scopes(errors: &mut ConfigErrors, f: &Path, path: &Path, open: &[String]
                 }
             }
         };
-        let opened = open.contains(&format!("{} {}", op.method, op.path));
+        let operation = format!("{} {}", op.method, op.path);
+        let opened = open.contains(&operation);
         let rule = OperationRule {
             method,
             path: op.path,
             scope,
             public: op.public,
             open: op.public && opened,
+            closed: closed.contains(&operation),
         };
         if access
             .operations
@@ -682,6 +698,17 @@ fn load_scopes(errors: &mut ConfigErrors, f: &Path, path: &Path, open: &[String]
                 public.join(", ")
             ),
             );
+        }
+    }
+    for (i, entry) in closed.iter().enumerate() {
+        if !access
+            .operations
+            .iter()
+            .any(|r| r.closed && format!("{} {}", r.method, r.path) == *entry)
+        {
+            errors.push(f, format!("access.closed_operations[{i}]"), format!(
+                "{entry:?} is not an operation of the scope table (write it as \"METHOD /path/{{template}}\")"
+            ));
         }
     }
     access
