@@ -1,0 +1,639 @@
+#!/usr/bin/env bash
+# bench/run.sh -- clustergate's benchmark suite: the gateway side by side with nginx and
+# HAProxy on the same machine in the same run, plus its token check against the real Ceph
+# dashboard, login cost and memory. Everything on 127.0.0.1, every run bounded in time.
+#
+#   bench/run.sh                 full run (about 9 minutes on 2 cores)
+#   BENCH_QUICK=1 bench/run.sh   short runs to check the suite end to end (about 3 minutes)
+#
+# Writes bench/results/<UTC date-time>.json, bench/results/latest.{json,svg,md}.
+# Installs what is missing (wrk, nghttp2-client, nginx, haproxy, curl; the Ceph packages
+# through deploy/ceph-dev/start-dashboard.sh) with apt-get; needs root or sudo for that.
+# See bench/README.md for what is measured and every BENCH_* variable.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$(realpath "$0")")/.." && pwd)
+BENCH=$ROOT/bench
+TOOL=(python3 "$BENCH/benchtool.py")
+RESULTS=${BENCH_RESULTS_DIR:-$BENCH/results}
+T0=$SECONDS
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+
+is_true() { case "${1:-}" in 1|true|yes|on) return 0 ;; *) return 1 ;; esac; }
+log() { printf '[bench %4ds] %s\n' "$((SECONDS - T0))" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# ------------------------------------------------------------------ settings
+QUICK=0; is_true "${BENCH_QUICK:-}" && QUICK=1
+if [ "$QUICK" = 1 ]; then
+  d_rounds=2; d_sat=3; d_rate_s=4; d_check_s=3; d_check_rounds=1; d_flood_s=4; d_flood_rounds=1; d_logins=5
+else
+  d_rounds=3; d_sat=10; d_rate_s=12; d_check_s=8; d_check_rounds=2; d_flood_s=10; d_flood_rounds=2; d_logins=20
+fi
+ROUNDS=${BENCH_ROUNDS:-$d_rounds}                  # interleaved rounds of the proxy comparison
+SAT_S=${BENCH_SATURATION_SECONDS:-$d_sat}          # one wrk run at saturation
+RATE=${BENCH_RATE:-5000}                           # the fixed rate of the latency runs, req/s
+RATE_S=${BENCH_RATE_SECONDS:-$d_rate_s}            # one h2load run at the fixed rate
+CONNS=${BENCH_CONNECTIONS:-50}                     # client connections of the proxy runs
+CHECK_S=${BENCH_CHECK_SECONDS:-$d_check_s}         # one /api/auth/check run
+CHECK_ROUNDS=${BENCH_CHECK_ROUNDS:-$d_check_rounds}
+CHECK_CONNS=${BENCH_CHECK_CONNECTIONS:-10}
+FLOOD_S=${BENCH_FLOOD_SECONDS:-$d_flood_s}         # one proxied-latency run with / without the login flood
+FLOOD_ROUNDS=${BENCH_FLOOD_ROUNDS:-$d_flood_rounds}
+FLOOD_CLIENTS=${BENCH_FLOOD_CLIENTS:-50}
+LOGINS=${BENCH_LOGINS:-$d_logins}                  # sequential logins timed
+IDLE_CONNS=${BENCH_IDLE_CONNECTIONS:-10000}
+CG_THREADS=${BENCH_CG_THREADS:-1}                  # clustergate's server.threads (one core: 1)
+CG_LOG=${BENCH_CG_LOG:-warn}                       # RUST_LOG of clustergate (info logs every request)
+SKIP_CEPH=0; is_true "${BENCH_SKIP_CEPH:-}" && SKIP_CEPH=1
+PERF=0; is_true "${BENCH_PERF:-}" && PERF=1
+KEEP=0; is_true "${BENCH_KEEP:-}" && KEEP=1
+BUILD=1; is_true "${BENCH_NO_BUILD:-}" && BUILD=0
+for v in ROUNDS SAT_S RATE RATE_S CONNS CHECK_S CHECK_ROUNDS CHECK_CONNS FLOOD_S FLOOD_ROUNDS \
+         FLOOD_CLIENTS LOGINS IDLE_CONNS CG_THREADS; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer (got '${!v}')"
+done
+RPS_PER_CONN=$(( (RATE + CONNS - 1) / CONNS ))     # h2load --rps is per client
+RATE=$(( RPS_PER_CONN * CONNS ))
+
+# Pinning: servers on one core, load generators on another, so that they do not take
+# turns on the same core (the figures swing by a third unpinned on 2 cores).
+NCPU=$(nproc)
+if [ -n "${BENCH_SERVER_CPUS:-}${BENCH_LOAD_CPUS:-}" ]; then
+  SERVER_CPUS=${BENCH_SERVER_CPUS:?set both BENCH_SERVER_CPUS and BENCH_LOAD_CPUS}
+  LOAD_CPUS=${BENCH_LOAD_CPUS:?set both BENCH_SERVER_CPUS and BENCH_LOAD_CPUS}
+elif [ "$NCPU" -ge 2 ]; then
+  SERVER_CPUS=0; LOAD_CPUS=1
+else
+  SERVER_CPUS=""; LOAD_CPUS=""
+fi
+srv() { if [ -n "$SERVER_CPUS" ]; then taskset -c "$SERVER_CPUS" "$@"; else "$@"; fi; }
+ld() { if [ -n "$LOAD_CPUS" ]; then taskset -c "$LOAD_CPUS" "$@"; else "$@"; fi; }
+
+V1='application/vnd.ceph.api.v1.0+json'
+HEALTH=/api/health/minimal
+
+# ------------------------------------------------------------------ cleanup: only what we started
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/clustergate-bench.XXXXXX")
+PIDS=()          # servers and background load generators, by pid
+declare -A PID_START=()   # pid -> its start time, so that a pid reused by someone else is left alone
+CEPH_DIR=""      # set once start-dashboard.sh has been called
+POLICY_RC=""     # a policy-rc.d we created for the install (removed after it)
+proc_start() {  # pid -> start time in clock ticks since boot; empty if gone
+  local st
+  st=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  st=${st##*) }
+  # shellcheck disable=SC2086  # split the fields on purpose
+  set -- $st
+  case "$1" in Z|X|x) return 0 ;; esac   # a zombie has exited
+  printf '%s' "${20}"
+}
+ours() { [ -n "${PID_START[$1]:-}" ] && [ "$(proc_start "$1")" = "${PID_START[$1]}" ]; }
+track() { PIDS+=("$1"); PID_START[$1]=$(proc_start "$1"); }
+forget() {  # pid: a background job that has been waited for
+  local p keep=()
+  for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+  PIDS=(${keep[@]+"${keep[@]}"}); unset "PID_START[$1]"
+}
+cleanup() {
+  local rc=$? pid i alive
+  trap - EXIT INT TERM
+  [ -z "$POLICY_RC" ] || rm -f "$POLICY_RC"
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    if ours "${PIDS[i]}"; then kill -TERM "${PIDS[i]}" 2>/dev/null || true; fi
+  done
+  for ((i = 0; i < 50; i++)); do
+    alive=0
+    for pid in ${PIDS[@]+"${PIDS[@]}"}; do ours "$pid" && alive=1; done
+    [ "$alive" = 1 ] || break
+    sleep 0.1
+  done
+  for pid in ${PIDS[@]+"${PIDS[@]}"}; do
+    if ours "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+  done
+  wait 2>/dev/null || true
+  if [ -n "$CEPH_DIR" ] && [ -d "$CEPH_DIR" ]; then
+    "$ROOT/deploy/ceph-dev/stop-dashboard.sh" "$CEPH_DIR" --purge >>"$WORK/ceph-stop.log" 2>&1 ||
+      log "stop-dashboard.sh failed; see $WORK/ceph-stop.log"
+  fi
+  if [ "$rc" = 0 ] && [ "$KEEP" = 0 ]; then
+    rm -rf -- "$WORK"
+  else
+    log "work directory kept: $WORK (logs and configuration)"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# Background processes are started as simple commands (taskset execs the program), so that
+# $! is the server's own pid and the cleanup above signals it directly.
+start_server() {  # name command... : runs pinned to the server cores, records its pid
+  local name=$1; shift
+  if [ -n "$SERVER_CPUS" ]; then
+    taskset -c "$SERVER_CPUS" "$@" >"$WORK/$name.out" 2>&1 &
+  else
+    "$@" >"$WORK/$name.out" 2>&1 &
+  fi
+  track $!
+  log "started $name (pid $!)"
+}
+LAST_BG=""
+start_load_bg() {  # outfile command... : a background load generator on the load cores
+  local outf=$1; shift
+  if [ -n "$LOAD_CPUS" ]; then
+    taskset -c "$LOAD_CPUS" "$@" >"$outf" 2>&1 &
+  else
+    "$@" >"$outf" 2>&1 &
+  fi
+  LAST_BG=$!
+  track "$LAST_BG"
+}
+
+# ------------------------------------------------------------------ packages
+need_pkgs=()
+command -v wrk >/dev/null 2>&1 || need_pkgs+=(wrk)
+command -v h2load >/dev/null 2>&1 || need_pkgs+=(nghttp2-client)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_pkgs+=(nginx)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need_pkgs+=(haproxy)
+command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
+command -v taskset >/dev/null 2>&1 || need_pkgs+=(util-linux)
+command -v python3 >/dev/null 2>&1 || need_pkgs+=(python3)
+if [ "$PERF" = 1 ] && ! command -v perf >/dev/null 2>&1; then need_pkgs+=(linux-perf); fi
+if [ "${#need_pkgs[@]}" -gt 0 ]; then
+  log "installing ${need_pkgs[*]}"
+  sudo=()
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null 2>&1 || die "missing ${need_pkgs[*]} and not root (no sudo)"
+    sudo=(sudo)
+  fi
+  # The nginx and haproxy packages start their system services on install; the
+  # benchmark runs its own instances, so keep the packaged ones from starting.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    "${sudo[@]}" sh -c 'printf "#!/bin/sh\nexit 101\n" >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d'
+    POLICY_RC=/usr/sbin/policy-rc.d
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  if ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >"$WORK/apt.log" 2>&1; then
+    "${sudo[@]}" apt-get update -qq >>"$WORK/apt.log" 2>&1 || true
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >>"$WORK/apt.log" 2>&1 ||
+      die "apt-get install ${need_pkgs[*]} failed; see $WORK/apt.log"
+  fi
+  [ -z "$POLICY_RC" ] || { "${sudo[@]}" rm -f "$POLICY_RC"; POLICY_RC=""; }
+fi
+export PATH=$PATH:/usr/sbin:/sbin
+NGINX=$(command -v nginx); HAPROXY=$(command -v haproxy)
+
+# 10,000 client connections need as many descriptors in the gateway and in the client.
+hard=$(ulimit -Hn)
+if [ "$hard" = unlimited ] || [ "$hard" -ge 65536 ]; then ulimit -n 65536; else ulimit -n "$hard"; fi
+NOFILE=$(ulimit -n)
+if [ "$NOFILE" -lt $((IDLE_CONNS + 500)) ]; then
+  if ! { ulimit -Hn $((IDLE_CONNS + 2000)) 2>/dev/null && ulimit -n $((IDLE_CONNS + 2000)); }; then
+    die "open files limit $NOFILE is too low for $IDLE_CONNS connections (raise ulimit -n)"
+  fi
+  NOFILE=$(ulimit -n)
+fi
+
+# ------------------------------------------------------------------ build
+if [ "$BUILD" = 1 ]; then
+  "$ROOT/deploy/install-deps.sh" >&2
+  log "cargo build --release"
+  (cd "$ROOT" && cargo build --release --quiet) || die "cargo build --release failed"
+fi
+CG=$ROOT/target/release/clustergate
+[ -x "$CG" ] || die "$CG is missing (run without BENCH_NO_BUILD)"
+BUILD_S=$((SECONDS - T0))
+T_MEASURE=$SECONDS
+
+# ------------------------------------------------------------------ configuration
+read -r P_BACKEND P_NGINX P_HAPROXY P_HAPROXY_UNPINNED P_CG P_CG_METRICS <<<"$("${TOOL[@]}" ports 6)"
+BACKEND_TOKEN=$("${TOOL[@]}" backend-token)
+SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')          # 64 hex characters
+BENCH_USER=bench
+BENCH_PW=$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')
+mkdir -p "$WORK/cg" "$WORK/nginx-backend" "$WORK/nginx-proxy" "$WORK/haproxy" "$WORK/out"
+( umask 077; printf '%s\n' "$SECRET" >"$WORK/cg/jwt-secret"; printf 'unused\n' >"$WORK/cg/upstream.pass" )
+HASH=$(printf '%s' "$BENCH_PW" | "$CG" hash-password)
+cat >"$WORK/cg/users.toml" <<EOF
+[[users]]
+username = "$BENCH_USER"
+password_hash = "$HASH"
+roles = ["read-only"]
+enabled = true
+EOF
+cat >"$WORK/cg/clustergate.toml" <<EOF
+# clustergate for bench/run.sh: plain HTTP on loopback, in front of the nginx stand-in dashboard
+[server]
+listen = "127.0.0.1:$P_CG"
+tls = false
+state_dir = "state"
+threads = $CG_THREADS
+shutdown_grace_seconds = 1
+[metrics]
+listen = "127.0.0.1:$P_CG_METRICS"
+[auth]
+users_file = "users.toml"
+secret_file = "jwt-secret"
+# the login flood uses wrong passwords for a real user: no lockout, so every one is hashed
+lockout_attempts = 0
+[upstream]
+servers = ["http://127.0.0.1:$P_BACKEND"]
+health_path = "/"
+username = "clustergate"
+password_file = "upstream.pass"
+[access]
+scopes_file = "$ROOT/conf/scopes.toml"
+EOF
+"$CG" check-config --config "$WORK/cg/clustergate.toml" >"$WORK/cg/check-config.out" 2>&1 ||
+  die "bench clustergate config refused: $(cat "$WORK/cg/check-config.out")"
+
+# The stand-in dashboard: a fixed body shaped like GET /api/health/minimal of Ceph 16.2
+# (~1 KB), what the gateway's service account login needs, and the health check path.
+HEALTH_BODY='{"client_perf": {"read_bytes_sec": 0, "read_op_per_sec": 0, "recovering_bytes_per_sec": 0, "write_bytes_sec": 0, "write_op_per_sec": 0}, "df": {"stats": {"total_avail_bytes": 96636764160, "total_bytes": 107374182400, "total_used_raw_bytes": 10737418240}}, "fs_map": {"filesystems": [], "standbys": []}, "health": {"checks": [], "mutes": [], "status": "HEALTH_OK"}, "hosts": 3, "iscsi_daemons": {"down": 0, "up": 0}, "mgr_map": {"active_name": "x", "standbys": [{"name": "y"}]}, "mon_status": {"monmap": {"mons": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}, "quorum": [0, 1, 2]}, "osd_map": {"osds": [{"in": 1, "up": 1}, {"in": 1, "up": 1}, {"in": 1, "up": 1}]}, "pg_info": {"object_stats": {"num_object_copies": 0, "num_objects": 0, "num_objects_degraded": 0, "num_objects_misplaced": 0, "num_objects_unfound": 0}, "pgs_per_osd": 32.0, "statuses": {"active+clean": 96}}, "pools": [{"pool": 1, "pool_name": "device_health_metrics"}, {"pool": 2, "pool_name": "rbd"}], "rgw": 0, "scrub_status": "Inactive"}'
+printf '%s' "$HEALTH_BODY" >"$WORK/health.json"
+cat >"$WORK/nginx-backend/nginx.conf" <<EOF
+worker_processes 1;
+worker_rlimit_nofile $NOFILE;
+pid $WORK/nginx-backend/nginx.pid;
+error_log $WORK/nginx-backend/error.log warn;
+events { worker_connections 16384; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  keepalive_timeout 120s;
+  client_body_temp_path $WORK/nginx-backend/tmp;
+  default_type "$V1";
+  server {
+    listen 127.0.0.1:$P_BACKEND backlog=4096;
+    location = $HEALTH { return 200 '$HEALTH_BODY'; }
+    location = /api/auth { return 201 '{"token": "$BACKEND_TOKEN"}'; }
+    location = / { default_type text/html; return 200 'stand-in dashboard'; }
+    location / { return 404 '{"detail": "not found"}'; }
+  }
+}
+EOF
+cat >"$WORK/nginx-proxy/nginx.conf" <<EOF
+worker_processes 1;
+worker_rlimit_nofile $NOFILE;
+pid $WORK/nginx-proxy/nginx.pid;
+error_log $WORK/nginx-proxy/error.log warn;
+events { worker_connections 16384; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  keepalive_timeout 120s;
+  client_body_temp_path $WORK/nginx-proxy/tmp;
+  proxy_temp_path $WORK/nginx-proxy/tmp-proxy;
+  upstream dashboard {
+    server 127.0.0.1:$P_BACKEND;
+    keepalive 128;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen 127.0.0.1:$P_NGINX backlog=4096;
+    location / {
+      proxy_pass http://dashboard;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+EOF
+# HAProxy 2.6: the bearer JWT must be HS256 (pinned, never the token's own alg), signed with
+# the gateway's secret, issued by it and unexpired. The second frontend is the pattern that
+# takes the algorithm from the token; it only serves the alg:none check and is not measured.
+cat >"$WORK/haproxy/haproxy.cfg" <<EOF
+global
+  nbthread 1
+  maxconn $(( (NOFILE - 200) / 2 < 20000 ? (NOFILE - 200) / 2 : 20000 ))
+defaults
+  mode http
+  option http-keep-alive
+  timeout connect 2s
+  timeout client 60s
+  timeout server 60s
+  timeout http-keep-alive 120s
+frontend jwt
+  bind 127.0.0.1:$P_HAPROXY
+  http-request set-var(txn.bearer) http_auth_bearer
+  http-request set-var(txn.now) date()
+  http-request deny deny_status 401 unless { var(txn.bearer) -m found }
+  http-request deny deny_status 401 unless { var(txn.bearer),jwt_header_query('\$.alg') -m str HS256 }
+  http-request deny deny_status 401 unless { var(txn.bearer),jwt_verify("HS256","$SECRET") -m int 1 }
+  http-request deny deny_status 401 unless { var(txn.bearer),jwt_payload_query('\$.iss') -m str clustergate }
+  http-request set-var(txn.exp) var(txn.bearer),jwt_payload_query('\$.exp','int')
+  http-request deny deny_status 401 unless { var(txn.exp) -m found }
+  http-request deny deny_status 401 if { var(txn.exp),sub(txn.now) -m int lt 0 }
+  default_backend dashboard
+frontend jwt_alg_from_token
+  bind 127.0.0.1:$P_HAPROXY_UNPINNED
+  http-request set-var(txn.bearer) http_auth_bearer
+  http-request set-var(txn.alg) var(txn.bearer),jwt_header_query('\$.alg')
+  http-request deny deny_status 401 unless { var(txn.bearer),jwt_verify(txn.alg,"$SECRET") -m int 1 }
+  default_backend dashboard
+backend dashboard
+  server dashboard 127.0.0.1:$P_BACKEND
+EOF
+"$HAPROXY" -c -f "$WORK/haproxy/haproxy.cfg" >"$WORK/haproxy/check.out" 2>&1 ||
+  die "haproxy refused its configuration: $(cat "$WORK/haproxy/check.out")"
+"$NGINX" -t -q -p "$WORK/nginx-backend" -e "$WORK/nginx-backend/error.log" -c "$WORK/nginx-backend/nginx.conf" 2>"$WORK/nginx-backend/t.out" ||
+  die "nginx refused the backend configuration: $(cat "$WORK/nginx-backend/t.out")"
+
+# ------------------------------------------------------------------ results metadata
+export B_QUICK=$QUICK B_ROUNDS=$ROUNDS B_SAT_S=$SAT_S B_RATE=$RATE B_RATE_S=$RATE_S B_CONNS=$CONNS \
+  B_CHECK_S=$CHECK_S B_CHECK_ROUNDS=$CHECK_ROUNDS B_CHECK_CONNS=$CHECK_CONNS B_FLOOD_S=$FLOOD_S \
+  B_FLOOD_ROUNDS=$FLOOD_ROUNDS B_FLOOD_CLIENTS=$FLOOD_CLIENTS B_LOGINS=$LOGINS B_IDLE_CONNS=$IDLE_CONNS \
+  B_CG_THREADS=$CG_THREADS B_CG_LOG=$CG_LOG B_SERVER_CPUS=$SERVER_CPUS B_LOAD_CPUS=$LOAD_CPUS \
+  B_DATE=$DATE B_ROOT=$ROOT B_CG=$CG B_NGINX=$NGINX B_HAPROXY=$HAPROXY B_NOTE="${BENCH_NOTE:-}"
+"${TOOL[@]}" meta >"$WORK/meta.json"
+mkdir -p "$WORK/extra"
+: >"$WORK/runs.jsonl"
+: >"$WORK/checks.jsonl"
+: >"$WORK/errors.txt"
+put() { printf '%s\n' "$2" >"$WORK/extra/$1.json"; }   # key json
+soft_error() { log "ERROR (continuing): $*"; printf '%s\n' "$*" >>"$WORK/errors.txt"; }
+
+# ------------------------------------------------------------------ servers (pinned)
+start_server nginx-backend "$NGINX" -p "$WORK/nginx-backend" -e "$WORK/nginx-backend/error.log" \
+  -c "$WORK/nginx-backend/nginx.conf" -g 'daemon off;'
+start_server nginx-proxy "$NGINX" -p "$WORK/nginx-proxy" -e "$WORK/nginx-proxy/error.log" \
+  -c "$WORK/nginx-proxy/nginx.conf" -g 'daemon off;'
+start_server haproxy "$HAPROXY" -db -f "$WORK/haproxy/haproxy.cfg"
+export RUST_LOG=$CG_LOG      # read by clustergate only
+start_server clustergate "$CG" run --config "$WORK/cg/clustergate.toml"
+CG_PID=${PIDS[-1]}
+# the servers whose CPU time is counted per request (with their children: nginx's workers)
+PROCS=(backend="${PIDS[0]}" nginx="${PIDS[1]}" haproxy="${PIDS[2]}" clustergate="$CG_PID")
+
+URL_DIRECT=http://127.0.0.1:$P_BACKEND$HEALTH
+URL_NGINX=http://127.0.0.1:$P_NGINX$HEALTH
+URL_HAPROXY=http://127.0.0.1:$P_HAPROXY$HEALTH
+URL_CG=http://127.0.0.1:$P_CG$HEALTH
+declare -A URL=([direct]=$URL_DIRECT [nginx]=$URL_NGINX [haproxy]=$URL_HAPROXY [clustergate]=$URL_CG)
+
+code_of() {  # url [curl args...] -> status (000: no answer)
+  local url=$1; shift
+  curl -s --noproxy '*' -o /dev/null -w '%{http_code}' --max-time 5 "$@" "$url" 2>/dev/null || true
+}
+wait_code() {  # what url code seconds [curl args...]
+  local what=$1 url=$2 want=$3 secs=$4; shift 4
+  local deadline=$((SECONDS + secs))
+  until [ "$(code_of "$url" "$@")" = "$want" ]; do
+    [ "$SECONDS" -lt "$deadline" ] || die "$what did not answer $want at $url within ${secs}s"
+    sleep 0.2
+  done
+}
+wait_code "nginx backend" "$URL_DIRECT" 200 20
+wait_code "nginx proxy" "$URL_NGINX" 200 20
+wait_code "haproxy" "$URL_HAPROXY" 401 20
+# the gateway answers 503 until its health check has seen the backend active
+wait_code "clustergate metrics" "http://127.0.0.1:$P_CG_METRICS/healthz" 200 30
+
+sleep 1
+RSS_START=$(awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$CG_PID/status")   # before any login
+
+# ------------------------------------------------------------------ the gateway's token
+login_body() { printf '{"username": "%s", "password": "%s"}' "$1" "$2"; }
+login_body "$BENCH_USER" "$BENCH_PW" >"$WORK/login.json"
+login_body "$BENCH_USER" "wrong-$BENCH_PW" >"$WORK/login-wrong.json"
+curl -s --noproxy '*' --max-time 10 -o "$WORK/login.out" -w '%{http_code}' -X POST \
+  -H "Accept: $V1" -H 'Content-Type: application/json' --data-binary @"$WORK/login.json" \
+  "http://127.0.0.1:$P_CG/api/auth" >"$WORK/login.code" || true
+[ "$(cat "$WORK/login.code")" = 201 ] || die "login to clustergate answered $(cat "$WORK/login.code"): $(cat "$WORK/login.out")"
+TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$WORK/login.out")
+AUTH="Authorization: Bearer $TOKEN"
+ACCEPT="Accept: $V1"
+log "logged in to clustergate as $BENCH_USER"
+wait_code "clustergate forwarding" "$URL_CG" 200 30 -H "$AUTH" -H "$ACCEPT"
+
+# ------------------------------------------------------------------ correctness, before any load
+check() {  # contender what url expected-code [curl args...]: records, returns 1 on mismatch
+  local who=$1 what=$2 url=$3 want=$4 got body_ok=true
+  shift 4
+  got=$(curl -s --noproxy '*' -o "$WORK/out/check.body" -w '%{http_code}' --max-time 5 "$@" "$url" 2>/dev/null || true)
+  if [ "$want" = 200 ] && ! cmp -s "$WORK/out/check.body" "$WORK/health.json"; then body_ok=false; fi
+  printf '{"contender": "%s", "check": "%s", "expected": %s, "got": "%s", "body_matches": %s, "ok": %s}\n' \
+    "$who" "$what" "$want" "$got" "$body_ok" \
+    "$([ "$got" = "$want" ] && [ "$body_ok" = true ] && echo true || echo false)" >>"$WORK/checks.jsonl"
+  if [ "$got" != "$want" ] || [ "$body_ok" != true ]; then
+    log "CHECK FAILED: $who $what: expected $want, got $got (body matches: $body_ok)"
+    return 1
+  fi
+}
+"${TOOL[@]}" forge "$WORK/cg/jwt-secret" "$TOKEN" >"$WORK/forged.json"
+forged() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$WORK/forged.json" "$1"; }
+bad=0
+check direct "fixed body" "$URL_DIRECT" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
+check nginx "fixed body through the proxy" "$URL_NGINX" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
+for who in haproxy clustergate; do
+  url=${URL[$who]}
+  check "$who" "valid token" "$url" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
+  check "$who" "no token" "$url" 401 -H "$ACCEPT" || bad=1
+  for kind in garbage bad_signature tampered_payload alg_none expired; do
+    check "$who" "$kind token" "$url" 401 -H "Authorization: Bearer $(forged "$kind")" -H "$ACCEPT" || bad=1
+  done
+done
+# The pattern that takes the algorithm from the token (not measured): what does alg:none get?
+unpinned=$(code_of "http://127.0.0.1:$P_HAPROXY_UNPINNED$HEALTH" -H "Authorization: Bearer $(forged alg_none)")
+printf '{"contender": "haproxy_alg_from_token", "check": "alg_none token (informational: the pattern that takes alg from the token)", "expected": "401 if safe", "got": "%s", "ok": null}\n' \
+  "$unpinned" >>"$WORK/checks.jsonl"
+log "HAProxy with the algorithm taken from the token answers an alg:none token with $unpinned"
+[ "$bad" = 0 ] || die "a contender answered wrongly (see above); not loading it"
+log "correctness checks passed: every contender serves the fixed body; both token checkers refuse forged tokens with 401"
+
+# ------------------------------------------------------------------ measurement helpers
+cpu_snap() { grep '^cpu[0-9]' /proc/stat >"$1"; }
+times_snap() { times >"$1"; }
+record() {  # key=value... -> one line of runs.jsonl
+  "${TOOL[@]}" record "$WORK/runs.jsonl" "$@"
+}
+saturation() {  # contender round
+  local who=$1 r=$2 f="$WORK/out/sat-$1-$2"
+  "${TOOL[@]}" procsnap "$f.p0" "${PROCS[@]}"
+  cpu_snap "$f.cpu0"; times_snap "$f.t0"
+  ld wrk -t1 -c"$CONNS" -d"${SAT_S}s" --timeout 5s --latency -H "$AUTH" -H "$ACCEPT" "${URL[$who]}" >"$f.out" 2>&1 ||
+    die "wrk failed against $who: $(tail -3 "$f.out")"
+  times_snap "$f.t1"; cpu_snap "$f.cpu1"
+  "${TOOL[@]}" procsnap "$f.p1" "${PROCS[@]}"
+  record phase=saturation contender="$who" round="$r" wrk="$f.out" cpu_before="$f.cpu0" cpu_after="$f.cpu1" \
+    times_before="$f.t0" times_after="$f.t1" procs_before="$f.p0" procs_after="$f.p1" seconds="$SAT_S"
+}
+fixed_rate() {  # phase contender round url seconds [extra h2load args...]
+  local phase=$1 who=$2 r=$3 url=$4 secs=$5 f="$WORK/out/$1-$2-$3"
+  shift 5
+  rm -f "$f.log"
+  cpu_snap "$f.cpu0"
+  ld h2load --h1 -c "$CONNS" --rps "$RPS_PER_CONN" -D "$secs" --warm-up-time 1 --log-file "$f.log" \
+    -H "$AUTH" -H "$ACCEPT" "$@" "$url" >"$f.out" 2>&1 || die "h2load failed against $who: $(tail -3 "$f.out")"
+  cpu_snap "$f.cpu1"
+  record phase="$phase" contender="$who" round="$r" h2load="$f.out" log="$f.log" \
+    cpu_before="$f.cpu0" cpu_after="$f.cpu1" seconds="$secs"
+}
+rss_mb() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+
+# ------------------------------------------------------------------ 7. memory
+sleep 2
+RSS_IDLE=$(rss_mb "$CG_PID")
+put rss_idle_mb "$RSS_IDLE"
+put rss_start_mb "$RSS_START"
+log "clustergate resident idle: $RSS_IDLE MB; opening $IDLE_CONNS idle keep-alive connections"
+ld "${TOOL[@]}" conns "$P_CG" "$IDLE_CONNS" "$CG_PID" "$HEALTH" "$AUTH" "$ACCEPT" >"$WORK/extra/conns.json" ||
+  soft_error "the idle-connections probe failed"
+log "with $IDLE_CONNS connections: $(cat "$WORK/extra/conns.json")"
+sleep 2
+
+# ------------------------------------------------------------------ 1-4. proxies, interleaved
+ORDER=(direct nginx haproxy clustergate)
+log "warm-up: 1 s of load on each contender"
+for who in "${ORDER[@]}"; do
+  ld wrk -t1 -c"$CONNS" -d1s -H "$AUTH" -H "$ACCEPT" "${URL[$who]}" >/dev/null 2>&1 || true
+done
+for ((r = 1; r <= ROUNDS; r++)); do
+  # rotate the order each round, so that no contender always runs first or last
+  rot=("${ORDER[@]:$(( (r - 1) % 4 ))}" "${ORDER[@]:0:$(( (r - 1) % 4 ))}")
+  for who in "${rot[@]}"; do
+    saturation "$who" "$r"
+    log "round $r/$ROUNDS saturation $who: $(tail -1 "$WORK/runs.jsonl" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["rps"], "req/s, loader CPU", d.get("loader_cpu"))')"
+  done
+  for who in "${rot[@]}"; do
+    fixed_rate rate "$who" "$r" "${URL[$who]}" "$RATE_S"
+    log "round $r/$ROUNDS $RATE req/s $who: $(tail -1 "$WORK/runs.jsonl" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("p50", d["p50_ms"], "p99", d["p99_ms"], "p99.9", d["p999_ms"], "ms")')"
+  done
+done
+
+# ------------------------------------------------------------------ optional profile of the gateway
+if [ "$PERF" = 1 ]; then
+  if command -v perf >/dev/null 2>&1; then
+    # ~2,500 samples: enough for the hot spots; unwinding them takes about a minute
+    perf_s=$(( SAT_S < 5 ? SAT_S : 5 ))
+    log "perf: profiling clustergate at saturation for $perf_s s"
+    start_load_bg "$WORK/out/perf-wrk.out" wrk -t1 -c"$CONNS" -d"$((perf_s + 2))s" -H "$AUTH" -H "$ACCEPT" "$URL_CG"
+    wrk_pid=$LAST_BG
+    sleep 1
+    ld perf record -q -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$CG_PID" -o "$WORK/perf.data" \
+      -- sleep "$perf_s" >"$WORK/perf-record.out" 2>&1 || soft_error "perf record failed: $(tail -2 "$WORK/perf-record.out")"
+    wait "$wrk_pid" || true
+    forget "$wrk_pid"
+    if [ -s "$WORK/perf.data" ]; then
+      mkdir -p "$RESULTS"
+      # (unwinding the DWARF call chains is slow: both reports at once, about a minute)
+      log "perf: writing the reports"
+      timeout 300 perf report -i "$WORK/perf.data" --stdio --no-children --sort symbol --percent-limit 0.7 -g none \
+        >"$RESULTS/$STAMP-perf-self.txt" 2>/dev/null &
+      rep1=$!
+      timeout 300 perf report -i "$WORK/perf.data" --stdio --children --sort symbol --percent-limit 1 -g none \
+        >"$RESULTS/$STAMP-perf-children.txt" 2>/dev/null || true
+      wait "$rep1" || true
+      # perf pads every line to the longest symbol: drop the padding and the empty IPC columns
+      for f in "$RESULTS/$STAMP-perf-self.txt" "$RESULTS/$STAMP-perf-children.txt"; do
+        sed -E -i 's/([[:space:]]+-)+[[:space:]]*$//; s/[[:space:]]+$//' "$f" 2>/dev/null || true
+      done
+      "${TOOL[@]}" perf-summary "$RESULTS/$STAMP-perf-self.txt" "$RESULTS/$STAMP-perf-children.txt" >"$WORK/extra/profile.json" || true
+    fi
+  else
+    soft_error "BENCH_PERF=1 but perf is not installed"
+  fi
+fi
+
+# ------------------------------------------------------------------ 6. logins
+"${TOOL[@]}" logins "$P_CG" "$BENCH_USER" "$BENCH_PW" 1 >/dev/null      # first login: warm-up
+ld "${TOOL[@]}" logins "$P_CG" "$BENCH_USER" "$BENCH_PW" "$LOGINS" >"$WORK/extra/login.json" ||
+  soft_error "timing logins failed"
+log "login: $(cat "$WORK/extra/login.json")"
+wrong=$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' --max-time 10 -X POST -H "$ACCEPT" \
+  -H 'Content-Type: application/json' --data-binary @"$WORK/login-wrong.json" "http://127.0.0.1:$P_CG/api/auth" || true)
+[ "$wrong" = 400 ] || soft_error "a wrong password answered $wrong, not 400"
+for ((r = 1; r <= FLOOD_ROUNDS; r++)); do
+  fixed_rate flood_base clustergate "$r" "$URL_CG" "$FLOOD_S"
+  start_load_bg "$WORK/out/flood-logins-$r.out" h2load --h1 -c "$FLOOD_CLIENTS" -D "$((FLOOD_S + 3))" \
+    -d "$WORK/login-wrong.json" -H "$ACCEPT" -H 'Content-Type: application/json' "http://127.0.0.1:$P_CG/api/auth"
+  flood_pid=$LAST_BG
+  sleep 1
+  fixed_rate flood clustergate "$r" "$URL_CG" "$FLOOD_S"
+  wait "$flood_pid" || soft_error "the login flood's h2load failed: $(tail -3 "$WORK/out/flood-logins-$r.out")"
+  forget "$flood_pid"
+  "${TOOL[@]}" annotate-flood "$WORK/runs.jsonl" "$WORK/out/flood-logins-$r.out"
+  log "flood round $r: $(tail -1 "$WORK/runs.jsonl" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("p99", d["p99_ms"], "ms with", d.get("logins_rps"), "wrong-password logins/s", d.get("logins_status"))')"
+done
+put rss_after_load_mb "$(rss_mb "$CG_PID")"
+
+# ------------------------------------------------------------------ 5. token check vs the Ceph dashboard
+CHECK_ACCEPT="Accept: $V1"
+printf '{"token": "%s"}' "$TOKEN" >"$WORK/check-cg.json"
+check_run() {  # who round url body
+  local who=$1 r=$2 url=$3 body=$4 f="$WORK/out/check-$1-$2"
+  cpu_snap "$f.cpu0"
+  ld h2load --h1 -c "$CHECK_CONNS" -D "$CHECK_S" --warm-up-time 1 -d "$body" -H "$CHECK_ACCEPT" \
+    -H 'Content-Type: application/json' "$url" >"$f.out" 2>&1 || { soft_error "h2load failed on $who's check"; return 0; }
+  cpu_snap "$f.cpu1"
+  record phase=check contender="$who" round="$r" h2load="$f.out" cpu_before="$f.cpu0" cpu_after="$f.cpu1" seconds="$CHECK_S"
+  log "check round $r $who: $(tail -1 "$WORK/runs.jsonl" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["rps"], "req/s", d.get("status"))')"
+}
+check_body_ok() {  # url body-file -> the answer names the user
+  curl -s --noproxy '*' --max-time 30 -X POST -H "$CHECK_ACCEPT" -H 'Content-Type: application/json' \
+    --data-binary @"$2" "$1" 2>/dev/null | grep -q '"username"'
+}
+CEPH_URL=""
+if [ "$SKIP_CEPH" = 0 ]; then
+  CEPH_DIR=$WORK/ceph
+  log "starting a real Ceph dashboard (deploy/ceph-dev/start-dashboard.sh; about a minute)"
+  if CEPH_URL=$(timeout 600 "$ROOT/deploy/ceph-dev/start-dashboard.sh" "$CEPH_DIR" 2>"$WORK/ceph-start.log"); then
+    # shellcheck disable=SC1091
+    . "$CEPH_DIR/dashboard.env"
+    for pid in "${CG_MGR_X_PID:-}" "${CG_MON_PID:-}"; do
+      [ -z "$pid" ] || [ -z "$SERVER_CPUS" ] || taskset -a -p -c "$SERVER_CPUS" "$pid" >/dev/null 2>&1 ||
+        soft_error "could not pin Ceph pid $pid"
+    done
+    login_body "$CG_ADMIN_USER" "$CG_ADMIN_PASSWORD" >"$WORK/ceph-login.json"
+    curl -s --noproxy '*' --max-time 30 -o "$WORK/ceph-login.out" -X POST -H "Accept: $V1" \
+      -H 'Content-Type: application/json' --data-binary @"$WORK/ceph-login.json" "$CEPH_URL/api/auth" || true
+    rm -f "$WORK/ceph-login.json"
+    CEPH_TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$WORK/ceph-login.out" 2>/dev/null || true)
+    if [ -n "$CEPH_TOKEN" ]; then
+      printf '{"token": "%s"}' "$CEPH_TOKEN" >"$WORK/check-ceph.json"
+      ok_cg=true; ok_ceph=true
+      check_body_ok "http://127.0.0.1:$P_CG/api/auth/check" "$WORK/check-cg.json" || ok_cg=false
+      check_body_ok "$CEPH_URL/api/auth/check" "$WORK/check-ceph.json" || ok_ceph=false
+      printf '{"contender": "clustergate", "check": "POST /api/auth/check with a valid token names the user", "expected": "username", "got": "%s", "ok": %s}\n' \
+        "$ok_cg" "$ok_cg" >>"$WORK/checks.jsonl"
+      printf '{"contender": "ceph", "check": "POST /api/auth/check with a valid token names the user", "expected": "username", "got": "%s", "ok": %s}\n' \
+        "$ok_ceph" "$ok_ceph" >>"$WORK/checks.jsonl"
+      if [ "$ok_cg" = true ] && [ "$ok_ceph" = true ]; then
+        for ((r = 1; r <= CHECK_ROUNDS; r++)); do
+          check_run clustergate "$r" "http://127.0.0.1:$P_CG/api/auth/check" "$WORK/check-cg.json"
+          check_run ceph "$r" "$CEPH_URL/api/auth/check" "$WORK/check-ceph.json"
+        done
+      else
+        soft_error "a /api/auth/check did not name the user (clustergate: $ok_cg, ceph: $ok_ceph)"
+      fi
+    else
+      soft_error "login to the Ceph dashboard failed: $(head -c 300 "$WORK/ceph-login.out" 2>/dev/null)"
+    fi
+    log "stopping the Ceph dashboard"
+    "$ROOT/deploy/ceph-dev/stop-dashboard.sh" "$CEPH_DIR" --purge >>"$WORK/ceph-stop.log" 2>&1 ||
+      soft_error "stop-dashboard.sh failed (see $WORK/ceph-stop.log)"
+    CEPH_DIR=""
+  else
+    soft_error "start-dashboard.sh failed: $(tail -5 "$WORK/ceph-start.log" | tr '\n' ' ')"
+  fi
+else
+  log "BENCH_SKIP_CEPH=1: the token check runs against clustergate only"
+  for ((r = 1; r <= CHECK_ROUNDS; r++)); do
+    check_run clustergate "$r" "http://127.0.0.1:$P_CG/api/auth/check" "$WORK/check-cg.json"
+  done
+fi
+
+# ------------------------------------------------------------------ report
+put loadavg_end "\"$(cut -d' ' -f1-3 /proc/loadavg)\""
+put duration_s "$((SECONDS - T_MEASURE))"    # without the build
+put build_s "$BUILD_S"
+mkdir -p "$RESULTS"
+"${TOOL[@]}" report "$WORK" "$RESULTS" "$STAMP" >"$WORK/summary.json"
+log "results: $RESULTS/$STAMP.json, $RESULTS/latest.{json,svg,md} ($((SECONDS - T0)) s)"
+cat "$WORK/summary.json"
+if [ -s "$WORK/errors.txt" ]; then
+  log "finished with errors:"; cat "$WORK/errors.txt" >&2
+  exit 2
+fi
