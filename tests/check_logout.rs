@@ -213,9 +213,7 @@ async fn logout_reads_the_token_from_the_cookie() {
     let gw = Gateway::new().user(User::admin()).start();
     let token = gw.login(ADMIN, ADMIN_PW).await;
     let req = gw
-        .client()
-        .post(gw.url("/api/auth/logout"))
-        .header("Accept", V1)
+        .logout_request()
         .header("Cookie", format!("lang=en; token={token}"))
         .body("");
     let r = gw.send(req).await;
@@ -229,9 +227,7 @@ async fn logout_prefers_the_authorization_header_over_the_cookie() {
     let header_token = gw.login(ADMIN, ADMIN_PW).await;
     let cookie_token = gw.login(ADMIN, ADMIN_PW).await;
     let req = gw
-        .client()
-        .post(gw.url("/api/auth/logout"))
-        .header("Accept", V1)
+        .logout_request()
         .header("Authorization", format!("Bearer {header_token}"))
         .header("Cookie", format!("token={cookie_token}"))
         .body("");
@@ -246,9 +242,7 @@ async fn logout_bearer_scheme_is_case_insensitive() {
     for scheme in ["bearer", "BEARER", "BeArEr"] {
         let token = gw.login(ADMIN, ADMIN_PW).await;
         let req = gw
-            .client()
-            .post(gw.url("/api/auth/logout"))
-            .header("Accept", V1)
+            .logout_request()
             .header("Authorization", format!("{scheme} {token}"))
             .body("");
         assert_eq!(gw.send(req).await.status, 200, "{scheme}");
@@ -261,9 +255,7 @@ async fn logout_accepts_an_empty_json_object_body() {
     let gw = Gateway::new().user(User::admin()).start();
     let token = gw.login(ADMIN, ADMIN_PW).await;
     let req = gw
-        .client()
-        .post(gw.url("/api/auth/logout"))
-        .header("Accept", V1)
+        .logout_request()
         .header("Authorization", format!("Bearer {token}"))
         .json(&json!({}));
     assert_eq!(gw.send(req).await.status, 200);
@@ -274,11 +266,7 @@ async fn logout_accepts_an_empty_json_object_body() {
 async fn logout_without_a_usable_token_gives_401() {
     let gw = Gateway::new().user(User::admin()).start();
     let foreign = forge_token(other_secret(), &claims("clustergate", ADMIN, 10, 3600));
-    let bare = gw
-        .client()
-        .post(gw.url("/api/auth/logout"))
-        .header("Accept", V1)
-        .body("");
+    let bare = gw.logout_request().body("");
     assert_unauthorized(&gw.send(bare).await);
     for (what, token) in [("garbage", "garbage"), ("another secret", foreign.as_str())] {
         let r = gw.logout(token).await;
@@ -286,9 +274,7 @@ async fn logout_without_a_usable_token_gives_401() {
         assert_unauthorized(&r);
     }
     let basic = gw
-        .client()
-        .post(gw.url("/api/auth/logout"))
-        .header("Accept", V1)
+        .logout_request()
         .header("Authorization", "Basic YWRtaW46eA==")
         .body("");
     assert_unauthorized(&gw.send(basic).await);

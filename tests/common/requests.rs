@@ -50,12 +50,17 @@ impl RunningGateway {
     /// Log out with `Authorization: Bearer` and an empty body.
     pub async fn logout(&self, token: &str) -> Reply {
         let req = self
-            .client
-            .post(self.url("/api/auth/logout"))
-            .header("Accept", V1)
+            .logout_request()
             .header("Authorization", format!("Bearer {token}"))
             .body("");
         self.send(req).await
+    }
+
+    /// `POST /api/auth/logout` with Accept v1.0, to add credentials and a body to.
+    pub fn logout_request(&self) -> reqwest::RequestBuilder {
+        self.client
+            .post(self.url("/api/auth/logout"))
+            .header("Accept", V1)
     }
 
     /// GET an `/api/...` path with Accept v1.0 and an optional Bearer token.
