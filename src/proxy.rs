@@ -600,13 +600,8 @@ impl Gateway {
             Some(query) => format!("{path}?{query}"),
             None => path,
         };
-        let declared = header
-            .headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<usize>().ok());
         let limit = forwarding.upstreams.max_body_bytes;
-        if declared.is_some_and(|n| n > limit) {
+        if respond::declared_length(&header.headers).is_some_and(|n| n > limit) {
             // Read up to the limit first: HTTP/2 clients refused unread see a reset.
             respond::read_body(session, limit).await?;
             return Err(GatewayError::PayloadTooLarge { limit });

@@ -87,6 +87,14 @@ pub async fn send(
     Ok(())
 }
 
+/// The body length a request declares in Content-Length, when it is a number.
+pub fn declared_length(headers: &http::HeaderMap) -> Option<usize> {
+    headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok())
+}
+
 fn expects_continue(session: &Session) -> bool {
     session
         .req_header()
@@ -122,13 +130,7 @@ pub fn joined_header<'h>(
 pub async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, GatewayError> {
     if expects_continue(session) {
         // RFC 9110 §10.1.1: answer before the client sends the body: 413 now, or 100.
-        let declared = session
-            .req_header()
-            .headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<usize>().ok());
-        if declared.is_some_and(|n| n > limit) {
+        if declared_length(&session.req_header().headers).is_some_and(|n| n > limit) {
             session.set_keepalive(None);
             return Err(GatewayError::PayloadTooLarge { limit });
         }

@@ -49,11 +49,6 @@ impl Route {
             Route::Other => "other",
         }
     }
-
-    /// Whether the gateway itself answers (rather than a backend).
-    pub fn is_auth_endpoint(self) -> bool {
-        matches!(self, Route::Login | Route::TokenCheck | Route::Logout)
-    }
 }
 
 #[cfg(test)]
