@@ -11,7 +11,8 @@
 //!    writes it with the security headers, and `metrics` counts it.
 //!
 //! Start-up: `config` reads and validates the files once; `server` creates the state
-//! (`tls`, `secrets`, the initial admin) and hands the services to pingora.
+//! (`tls`, `secrets`, the initial admin) and hands the services to pingora, the proxy
+//! wrapped by `keepalive` so that idle client connections stay small.
 
 pub mod access;
 pub mod auth;
@@ -19,6 +20,7 @@ pub mod config;
 pub mod docs;
 pub mod errors;
 pub mod forward;
+pub mod keepalive;
 pub mod metrics;
 pub mod paths;
 pub mod proxy;

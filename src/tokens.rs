@@ -2,7 +2,11 @@
 //! The algorithm is fixed here; a token's own `alg` header is never trusted.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+use dashmap::DashMap;
 
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -47,7 +51,11 @@ pub struct TokenService {
     encoding: EncodingKey,
     decoding: DecodingKey,
     validation: Validation,
+    verified: VerifiedTokens,
 }
+
+/// How many verified tokens are remembered (a few hundred bytes each).
+const VERIFIED_TOKENS_MAX: usize = 10_000;
 
 impl TokenService {
     pub fn new(secret: &Secret, issuer: String, ttl: Duration) -> Self {
@@ -64,6 +72,7 @@ impl TokenService {
             issuer,
             ttl,
             validation,
+            verified: VerifiedTokens::new(VERIFIED_TOKENS_MAX),
         }
     }
 
@@ -82,13 +91,29 @@ impl TokenService {
     }
 
     /// The claims of a token we issued that has not expired at `now`
-    /// (`exp == now` is still valid, as on the dashboard).
-    pub fn verify(&self, token: &str, now: u64) -> Result<Claims, TokenError> {
-        let claims = self.verify_issued(token)?;
+    /// (`exp == now` is still valid, as on the dashboard). A token verified before is
+    /// looked up instead of verified again: the same bytes carry the same signature.
+    pub fn verify(&self, token: &str, now: u64) -> Result<Arc<Claims>, TokenError> {
+        let claims = match self.verified.get(token) {
+            Some(claims) => claims,
+            None => {
+                let claims = Arc::new(self.verify_issued(token)?);
+                if claims.exp >= now {
+                    self.verified.remember(token, &claims, now);
+                }
+                claims
+            }
+        };
         if claims.exp < now {
+            self.verified.forget(token);
             return Err(TokenError::Expired);
         }
         Ok(claims)
+    }
+
+    /// Stops remembering `token` as verified (at logout; revocation is checked anyway).
+    pub fn forget(&self, token: &str) {
+        self.verified.forget(token);
     }
 
     /// The claims of a token we issued, expired or not.
@@ -105,6 +130,52 @@ impl TokenService {
             return Err(TokenError::Malformed);
         }
         Ok(data.claims)
+    }
+}
+
+/// Tokens whose signature and claims were verified, bounded in number. Expired entries
+/// are swept when the cache is full, at most once a second; while it is full of live
+/// tokens, new ones are verified every time instead of remembered.
+struct VerifiedTokens {
+    tokens: DashMap<Box<str>, Arc<Claims>>,
+    max: usize,
+    last_sweep: AtomicU64,
+}
+
+impl VerifiedTokens {
+    fn new(max: usize) -> Self {
+        VerifiedTokens {
+            tokens: DashMap::new(),
+            max,
+            last_sweep: AtomicU64::new(0),
+        }
+    }
+
+    fn get(&self, token: &str) -> Option<Arc<Claims>> {
+        self.tokens.get(token).map(|claims| claims.clone())
+    }
+
+    fn remember(&self, token: &str, claims: &Arc<Claims>, now: u64) {
+        if self.tokens.len() >= self.max {
+            let last = self.last_sweep.load(Ordering::Relaxed);
+            if last >= now
+                || self
+                    .last_sweep
+                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                return;
+            }
+            self.tokens.retain(|_, claims| claims.exp >= now);
+            if self.tokens.len() >= self.max {
+                return;
+            }
+        }
+        self.tokens.insert(token.into(), claims.clone());
+    }
+
+    fn forget(&self, token: &str) {
+        self.tokens.remove(token);
     }
 }
 
@@ -132,7 +203,7 @@ mod tests {
         let s = service("0123456789abcdef0123456789abcdef");
         let issued = s.issue("admin", NOW).unwrap();
         let claims = s.verify(&issued.token, NOW).unwrap();
-        assert_eq!(claims, issued.claims);
+        assert_eq!(*claims, issued.claims);
         assert_eq!(claims.exp, NOW + 100);
         assert_eq!(claims.username, "admin");
         assert_eq!(claims.iss, "clustergate");
@@ -190,5 +261,47 @@ mod tests {
         );
         let issued = dashboard.issue("admin", NOW).unwrap();
         assert_eq!(ours.verify(&issued.token, NOW), Err(TokenError::Foreign));
+    }
+
+    #[test]
+    fn remembered_tokens_still_expire_and_tampered_ones_stay_foreign() {
+        let s = service("0123456789abcdef0123456789abcdef");
+        let issued = s.issue("admin", NOW).unwrap();
+        assert!(s.verify(&issued.token, NOW).is_ok());
+        assert!(s.verify(&issued.token, NOW + 1).is_ok(), "from the cache");
+        assert_eq!(s.verify(&issued.token, NOW + 101), Err(TokenError::Expired));
+        let mut tampered = issued.token.clone();
+        tampered.pop();
+        tampered.push(if issued.token.ends_with('A') {
+            'B'
+        } else {
+            'A'
+        });
+        assert!(s.verify(&tampered, NOW).is_err());
+    }
+
+    #[test]
+    fn the_cache_is_bounded_and_swept_of_expired_tokens() {
+        let cache = VerifiedTokens::new(2);
+        let claims = |exp| {
+            Arc::new(Claims {
+                iss: "i".into(),
+                sub: "u".into(),
+                username: "u".into(),
+                jti: "j".into(),
+                iat: 0,
+                exp,
+            })
+        };
+        cache.remember("a", &claims(NOW + 10), NOW);
+        cache.remember("b", &claims(NOW + 100), NOW);
+        cache.remember("c", &claims(NOW + 100), NOW);
+        assert!(cache.get("c").is_none(), "full of live tokens");
+        // Later, "a" has expired: the sweep makes room.
+        cache.remember("c", &claims(NOW + 100), NOW + 11);
+        assert!(cache.get("a").is_none());
+        assert!(cache.get("b").is_some() && cache.get("c").is_some());
+        cache.forget("b");
+        assert!(cache.get("b").is_none());
     }
 }

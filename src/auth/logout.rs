@@ -28,6 +28,7 @@ impl Auth {
             .revoke(&claims.jti, claims.exp, now)
             .await
             .map_err(unavailable)?;
+        self.tokens.forget(token);
         tracing::info!(username = %claims.username, jti = %claims.jti, "logout");
         // `Path=/` so that browsers really drop the cookie set at login (the dashboard omits it).
         let cookie = format!(
