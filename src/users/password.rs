@@ -64,20 +64,24 @@ impl PasswordHash {
         let salt = SaltString::generate(&mut OsRng);
         let phc = Argon2::default()
             .hash_password(password.as_bytes(), &salt)
-            .map_err(|e| HashError::Hashing(e.to_string()))?;
-        Ok(PasswordHash::Argon2(phc.to_string()))
+            .map_err(|e| HashError::Hashing(e.to_string()))?
+            .to_string();
+        return_freed_memory();
+        Ok(PasswordHash::Argon2(phc))
     }
 
     /// Slow on purpose: call through [`PasswordChecker`], never on the event loop.
     pub fn verify(&self, password: &str) -> bool {
         match self {
-            PasswordHash::Argon2(text) => Phc::new(text)
-                .map(|phc| {
+            PasswordHash::Argon2(text) => {
+                let verified = Phc::new(text).is_ok_and(|phc| {
                     Argon2::default()
                         .verify_password(password.as_bytes(), &phc)
                         .is_ok()
-                })
-                .unwrap_or(false),
+                });
+                return_freed_memory();
+                verified
+            }
             PasswordHash::Bcrypt(text) => bcrypt::verify(password, text).unwrap_or(false),
         }
     }
@@ -119,6 +123,14 @@ impl PasswordChecker {
             .map_err(|e| HashError::Hashing(e.to_string()))?;
         Ok(real && verified)
     }
+}
+
+/// Each argon2 hash allocates and frees a 19 MiB block, often on a thread that then
+/// sleeps, so the allocator would keep it cached (measured: 36 MB resident at start-up,
+/// 44 MB after a login). Give the thread's freed memory back to the OS now.
+fn return_freed_memory() {
+    // SAFETY: mi_collect only releases memory that is already freed; it takes no pointers.
+    unsafe { libmimalloc_sys::mi_collect(true) }
 }
 
 /// One place in the bounded queue of logins waiting for the hasher.
