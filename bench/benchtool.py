@@ -719,16 +719,21 @@ def cmd_report(workdir, resdir, stamp):
     res["warnings"] = warnings
     res["targets"] = targets(res)
     os.makedirs(resdir, exist_ok=True)
+    # A quick run checks the suite: it is kept as STAMP-quick.json and never becomes
+    # latest.* (what the README shows).
+    quick = res["settings"]["quick"]
+    base = f"{stamp}-quick" if quick else stamp
     text = json.dumps(res, indent=2) + "\n"
-    for name in (f"{stamp}.json", "latest.json"):
+    for name in [f"{base}.json"] + ([] if quick else ["latest.json"]):
         with open(os.path.join(resdir, name + ".tmp"), "w") as f:
             f.write(text)
         os.replace(os.path.join(resdir, name + ".tmp"), os.path.join(resdir, name))
-    with open(os.path.join(resdir, "latest.svg"), "w") as f:
-        f.write(svg(res))
-    with open(os.path.join(resdir, "latest.md"), "w") as f:
-        f.write(markdown(res))
-    out({"json": os.path.join(resdir, f"{stamp}.json"), "ratios": res["ratios"],
+    if not quick:
+        with open(os.path.join(resdir, "latest.svg"), "w") as f:
+            f.write(svg(res))
+        with open(os.path.join(resdir, "latest.md"), "w") as f:
+            f.write(markdown(res))
+    out({"json": os.path.join(resdir, f"{base}.json"), "ratios": res["ratios"],
          "rps": rps, "p99_ms": p99, "p99_added_ms": res["p99_added_ms"], "login_ms": res["login_ms"],
          "rss_idle_mb": res["rss_idle_mb"], "rss_10k_conns_mb": res["rss_10k_conns_mb"],
          "errors": res["errors"], "warnings": res["warnings"]})

@@ -631,7 +631,11 @@ put duration_s "$((SECONDS - T_MEASURE))"    # without the build
 put build_s "$BUILD_S"
 mkdir -p "$RESULTS"
 "${TOOL[@]}" report "$WORK" "$RESULTS" "$STAMP" >"$WORK/summary.json"
-log "results: $RESULTS/$STAMP.json, $RESULTS/latest.{json,svg,md} ($((SECONDS - T0)) s)"
+if [ "$QUICK" = 1 ]; then
+  log "results: $RESULTS/$STAMP-quick.json (a quick run does not replace latest.*) ($((SECONDS - T0)) s)"
+else
+  log "results: $RESULTS/$STAMP.json, $RESULTS/latest.{json,svg,md} ($((SECONDS - T0)) s)"
+fi
 cat "$WORK/summary.json"
 if [ -s "$WORK/errors.txt" ]; then
   log "finished with errors:"; cat "$WORK/errors.txt" >&2
