@@ -56,15 +56,16 @@ pub enum StartError {
     },
 }
 
-/// Runs the gateway until a signal stops it; only returns on a start-up error.
 /// Client connections read straight into pingora's request buffers instead of through a
-/// 64 KiB read buffer per connection, which idle keep-alive connections kept resident
-/// (measured: 46 KB per idle connection). Writes keep pingora's small coalescing buffer.
+/// zeroed 64 KiB read buffer per connection, which idle keep-alive connections kept
+/// resident (measured on a bare pingora proxy with mimalloc, 10,000 idle connections:
+/// 1,002 MB with it, 376 MB without). Writes keep pingora's small coalescing buffer.
 const CLIENT_CONNECTION_BUFFERS: L4BufferSettings = L4BufferSettings {
     read: Some(0),
     write: None,
 };
 
+/// Runs the gateway until a signal stops it; only returns on a start-up error.
 pub fn run(config: Config) -> Result<(), StartError> {
     let server = build(config)?;
     server.run_forever()
