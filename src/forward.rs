@@ -141,6 +141,13 @@ mod tests {
         }
     }
 
+    /// A plain-HTTP client whose address and Host are unknown.
+    const UNKNOWN_CLIENT: Client<'static> = Client {
+        ip: None,
+        tls: false,
+        host: None,
+    };
+
     fn request() -> RequestHeader {
         let mut req = RequestHeader::build("GET", b"/api//pool/?stats=true", None).unwrap();
         req.insert_header("authorization", "Bearer client-token")
@@ -193,12 +200,14 @@ mod tests {
     #[test]
     fn non_ascii_users_are_percent_encoded() {
         let mut req = request();
-        let client = Client {
-            ip: None,
-            tls: false,
-            host: None,
-        };
-        rewrite_request(&mut req, &forward("jürgen ops"), "h", Some("t"), &client).unwrap();
+        rewrite_request(
+            &mut req,
+            &forward("jürgen ops"),
+            "h",
+            Some("t"),
+            &UNKNOWN_CLIENT,
+        )
+        .unwrap();
         assert_eq!(
             req.headers.get("x-forwarded-user").unwrap(),
             "j%C3%BCrgen%20ops"
@@ -215,12 +224,7 @@ mod tests {
             accept: None,
             ..forward("u")
         };
-        let client = Client {
-            ip: None,
-            tls: false,
-            host: None,
-        };
-        rewrite_request(&mut req, &anonymous, "h", None, &client).unwrap();
+        rewrite_request(&mut req, &anonymous, "h", None, &UNKNOWN_CLIENT).unwrap();
         assert!(req.headers.get("authorization").is_none());
         assert!(req.headers.get("x-forwarded-user").is_none());
         assert_eq!(
@@ -233,12 +237,7 @@ mod tests {
     fn a_lone_token_cookie_leaves_no_cookie_header() {
         let mut req = RequestHeader::build("GET", b"/api/pool", None).unwrap();
         req.insert_header("cookie", "token=abc").unwrap();
-        let client = Client {
-            ip: None,
-            tls: false,
-            host: None,
-        };
-        rewrite_request(&mut req, &forward("u"), "h", Some("t"), &client).unwrap();
+        rewrite_request(&mut req, &forward("u"), "h", Some("t"), &UNKNOWN_CLIENT).unwrap();
         assert!(req.headers.get("cookie").is_none());
     }
 }
