@@ -253,17 +253,28 @@ EOF
 # (~1 KB), what the gateway's service account login needs, and the health check path.
 HEALTH_BODY='{"client_perf": {"read_bytes_sec": 0, "read_op_per_sec": 0, "recovering_bytes_per_sec": 0, "write_bytes_sec": 0, "write_op_per_sec": 0}, "df": {"stats": {"total_avail_bytes": 96636764160, "total_bytes": 107374182400, "total_used_raw_bytes": 10737418240}}, "fs_map": {"filesystems": [], "standbys": []}, "health": {"checks": [], "mutes": [], "status": "HEALTH_OK"}, "hosts": 3, "iscsi_daemons": {"down": 0, "up": 0}, "mgr_map": {"active_name": "x", "standbys": [{"name": "y"}]}, "mon_status": {"monmap": {"mons": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}, "quorum": [0, 1, 2]}, "osd_map": {"osds": [{"in": 1, "up": 1}, {"in": 1, "up": 1}, {"in": 1, "up": 1}]}, "pg_info": {"object_stats": {"num_object_copies": 0, "num_objects": 0, "num_objects_degraded": 0, "num_objects_misplaced": 0, "num_objects_unfound": 0}, "pgs_per_osd": 32.0, "statuses": {"active+clean": 96}}, "pools": [{"pool": 1, "pool_name": "device_health_metrics"}, {"pool": 2, "pool_name": "rbd"}], "rgw": 0, "scrub_status": "Inactive"}'
 printf '%s' "$HEALTH_BODY" >"$WORK/health.json"
-cat >"$WORK/nginx-backend/nginx.conf" <<EOF
+# An nginx config with one worker and unlimited keep-alive, its files under $WORK/NAME;
+# standard input: the rest of its http block.
+write_nginx_conf() {
+  local dir=$WORK/$1
+  {
+    cat <<EOF
 worker_processes 1;
 worker_rlimit_nofile $NOFILE;
-pid $WORK/nginx-backend/nginx.pid;
-error_log $WORK/nginx-backend/error.log warn;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
 events { worker_connections 16384; }
 http {
   access_log off;
   keepalive_requests 1000000;
   keepalive_timeout 120s;
-  client_body_temp_path $WORK/nginx-backend/tmp;
+  client_body_temp_path $dir/tmp;
+EOF
+    cat
+    echo "}"
+  } >"$dir/nginx.conf"
+}
+write_nginx_conf nginx-backend <<EOF
   default_type "$V1";
   server {
     listen 127.0.0.1:$P_BACKEND backlog=4096;
@@ -272,19 +283,8 @@ http {
     location = / { default_type text/html; return 200 'stand-in dashboard'; }
     location / { return 404 '{"detail": "not found"}'; }
   }
-}
 EOF
-cat >"$WORK/nginx-proxy/nginx.conf" <<EOF
-worker_processes 1;
-worker_rlimit_nofile $NOFILE;
-pid $WORK/nginx-proxy/nginx.pid;
-error_log $WORK/nginx-proxy/error.log warn;
-events { worker_connections 16384; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  keepalive_timeout 120s;
-  client_body_temp_path $WORK/nginx-proxy/tmp;
+write_nginx_conf nginx-proxy <<EOF
   proxy_temp_path $WORK/nginx-proxy/tmp-proxy;
   upstream dashboard {
     server 127.0.0.1:$P_BACKEND;
@@ -299,7 +299,6 @@ http {
       proxy_set_header Connection "";
     }
   }
-}
 EOF
 # HAProxy 2.6: the bearer JWT must be HS256 (pinned, never the token's own alg), signed with
 # the gateway's secret, issued by it and unexpired. The second frontend is the pattern that
