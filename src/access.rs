@@ -2,6 +2,8 @@
 //! a permission on a scope), from the shipped table (`conf/scopes.toml`, derived from the
 //! dashboard's own routing), compiled once into a matcher over path segments.
 
+use std::collections::HashMap;
+
 use http::Method;
 
 use crate::config::OperationRule;
@@ -54,14 +56,34 @@ struct Operation {
     not_offered: bool,
 }
 
-/// The compiled table, indexed by first path segment so a lookup reads a handful of
-/// operations rather than all of them.
+/// The compiled table. Nearly every operation starts with `/api`, so operations are
+/// indexed by all their leading literal segments: a lookup reads only the operations
+/// whose literal prefix the path starts with.
 #[derive(Debug, Default)]
 pub struct AccessTable {
     operations: Vec<Operation>,
-    by_first_literal: std::collections::HashMap<String, Vec<usize>>,
-    /// Operations whose first segment is a parameter, or that match everything.
-    first_is_wildcard: Vec<usize>,
+    by_prefix: PrefixNode,
+}
+
+/// A node of the literal-prefix index: the operations whose template's literal segments
+/// end here (the next segment is a parameter, a tail, or nothing).
+#[derive(Debug, Default)]
+struct PrefixNode {
+    operations: Vec<usize>,
+    children: HashMap<String, PrefixNode>,
+}
+
+impl PrefixNode {
+    fn insert(&mut self, segments: &[Segment], index: usize) {
+        match segments.first() {
+            Some(Segment::Literal(literal)) => self
+                .children
+                .entry(literal.clone())
+                .or_default()
+                .insert(&segments[1..], index),
+            _ => self.operations.push(index),
+        }
+    }
 }
 
 impl AccessTable {
@@ -89,34 +111,24 @@ impl AccessTable {
                 }
             })
             .collect::<Vec<Operation>>();
-        let mut table = AccessTable {
-            operations: Vec::new(),
-            by_first_literal: std::collections::HashMap::new(),
-            first_is_wildcard: Vec::new(),
-        };
+        let mut by_prefix = PrefixNode::default();
         for (index, op) in operations.iter().enumerate() {
-            match op.segments.first() {
-                Some(Segment::Literal(first)) => table
-                    .by_first_literal
-                    .entry(first.clone())
-                    .or_default()
-                    .push(index),
-                _ => table.first_is_wildcard.push(index),
-            }
+            by_prefix.insert(&op.segments, index);
         }
-        table.operations = operations;
-        table
+        AccessTable {
+            operations,
+            by_prefix,
+        }
     }
 
-    /// The operations that may match a path starting with `first`.
-    fn candidates<'a>(&'a self, first: Option<&str>) -> impl Iterator<Item = &'a Operation> + 'a {
-        let literal = first
-            .and_then(|f| self.by_first_literal.get(f))
-            .map_or(&[][..], Vec::as_slice);
-        literal
-            .iter()
-            .chain(&self.first_is_wildcard)
-            .filter_map(|i| self.operations.get(*i))
+    /// The operations that may match `path`: those stored along its literal prefix.
+    fn candidates<'a>(&'a self, path: &'a [&'a str]) -> impl Iterator<Item = &'a Operation> + 'a {
+        let mut segments = path.iter();
+        std::iter::successors(Some(&self.by_prefix), move |node| {
+            segments.next().and_then(|s| node.children.get(*s))
+        })
+        .flat_map(|node| &node.operations)
+        .filter_map(|i| self.operations.get(*i))
     }
 
     pub fn len(&self) -> usize {
@@ -133,7 +145,7 @@ impl AccessTable {
     pub fn requirement(&self, method: &Method, path: &str) -> Result<Requirement, AccessError> {
         let segments: Vec<&str> = split(path).collect();
         let best = |any_method: bool| {
-            self.candidates(segments.first().copied())
+            self.candidates(&segments)
                 .filter(|op| any_method || op.method == *method)
                 .filter(|op| matches(&op.segments, &segments))
                 .max_by_key(|op| (op.literals, op.segments.len(), op.method == *method))
