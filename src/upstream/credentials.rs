@@ -69,6 +69,18 @@ impl ServiceAccount {
         if let Some(token) = self.usable(now).await? {
             return Ok(token);
         }
+        // Boxed: a login's future is large, and the caller's future (moved into a box on
+        // every request by `async_trait`) would otherwise carry it on every request.
+        Box::pin(self.renew(upstreams, backend, now)).await
+    }
+
+    /// Logs in, unless another request did while this one waited for the login lock.
+    async fn renew(
+        &self,
+        upstreams: &Upstreams,
+        backend: &Backend,
+        now: UnixTime,
+    ) -> Result<Arc<str>, CredentialError> {
         let _only_login = self.login.lock().await;
         // Another request may have logged in while this one waited.
         if let Some(token) = self.usable(now).await? {
