@@ -44,19 +44,32 @@ impl LocalResponse {
     }
 }
 
-/// Adds the headers every response carries, proxied or local.
+/// Adds the headers every response carries, proxied or local. The dashboard sends the
+/// same security headers itself: those already right are left as they are.
 pub fn add_common_headers(
     resp: &mut ResponseHeader,
     tls: bool,
     request_id: &str,
 ) -> pingora::Result<()> {
-    if tls {
-        resp.insert_header("strict-transport-security", HSTS)?;
+    let hsts = tls.then_some(("strict-transport-security", HSTS));
+    let security = [
+        ("x-content-type-options", "nosniff"),
+        ("content-security-policy", CSP),
+    ];
+    for (name, value) in hsts.into_iter().chain(security) {
+        if !carries_only(&resp.headers, name, value) {
+            resp.insert_header(name, value)?;
+        }
     }
-    resp.insert_header("x-content-type-options", "nosniff")?;
-    resp.insert_header("content-security-policy", CSP)?;
     resp.insert_header("x-request-id", request_id)?;
     Ok(())
+}
+
+/// Whether `headers` has exactly one `name`, and it is `value`. A lookup is much cheaper
+/// than pingora's `insert_header` (a name parse and two map updates).
+pub fn carries_only(headers: &http::HeaderMap, name: &str, value: &str) -> bool {
+    let mut values = headers.get_all(name).iter();
+    values.next().is_some_and(|v| v == value) && values.next().is_none()
 }
 
 /// Writes `response` to the client. Local answers are never cached: they carry tokens.
