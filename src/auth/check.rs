@@ -7,6 +7,7 @@ use super::{unavailable, Auth, AuthRequest, TokenRejection, AUTH_VERSION};
 use crate::errors::GatewayError;
 use crate::respond::LocalResponse;
 use crate::state::UnixTime;
+use crate::users::User;
 use crate::versioning;
 
 impl Auth {
@@ -34,30 +35,36 @@ impl Auth {
             None => None,
         };
         let token = body_token.or_else(|| req.query_param("token").map(|t| t.into_owned()));
-        let mut body = match self.verify_token(token.as_deref(), now).await {
-            Ok(user) => json!({
-                "username": user.username,
-                "permissions": user.grants.to_map(),
-                "sso": false,
-                "pwdUpdateRequired": false,
-            }),
+        let status = if backend_available { 200 } else { 503 };
+        let body = match self.verify_token(token.as_deref(), now).await {
+            Ok(user) => valid_token_body(&user),
             Err(TokenRejection::Store(e)) => return Err(unavailable(e)),
-            Err(_) => json!({"login_url": "#/login", "cluster_status": "POST_INSTALLED"}),
-        };
-        let status = if backend_available {
-            200
-        } else {
-            if body.get("cluster_status").is_some() {
-                body["cluster_status"] = json!("UNAVAILABLE");
+            Err(_) => {
+                let cluster_status = if backend_available {
+                    "POST_INSTALLED"
+                } else {
+                    "UNAVAILABLE"
+                };
+                json!({"login_url": "#/login", "cluster_status": cluster_status}).to_string()
             }
-            503
         };
-        Ok(LocalResponse::json(
+        Ok(LocalResponse {
             status,
-            self.content_type(negotiated),
-            &body,
-        ))
+            content_type: self.content_type(negotiated),
+            headers: Vec::new(),
+            body: body.into(),
+        })
     }
+}
+
+/// The dashboard's answer for a good token, in its key order; the permissions object was
+/// rendered when the users were loaded.
+fn valid_token_body(user: &User) -> String {
+    let username = Value::from(user.username.as_str());
+    format!(
+        r#"{{"username":{username},"permissions":{},"sso":false,"pwdUpdateRequired":false}}"#,
+        user.grants.json()
+    )
 }
 
 #[cfg(test)]
@@ -82,6 +89,26 @@ mod tests {
         assert_eq!(body["username"], "viewer");
         assert_eq!(body["permissions"]["pool"], json!(["read"]));
         assert_eq!(body.as_object().unwrap().len(), 4);
+    }
+
+    #[test]
+    fn the_rendered_body_is_what_serde_json_writes_in_the_dashboards_key_order() {
+        use crate::users::{Grants, PasswordHash, Role};
+        let roles = [Role::PoolManager, Role::ReadOnly];
+        let user = User {
+            username: "j\"ürgen\\ops".into(),
+            password_hash: std::sync::Arc::new(PasswordHash::Bcrypt(String::new())),
+            roles: roles.to_vec(),
+            grants: Grants::of(&roles),
+            enabled: true,
+        };
+        let expected = json!({
+            "username": user.username,
+            "permissions": user.grants.to_map(),
+            "sso": false,
+            "pwdUpdateRequired": false,
+        });
+        assert_eq!(valid_token_body(&user), expected.to_string());
     }
 
     #[tokio::test]

@@ -2,6 +2,7 @@
 //! `security.py` and `services/access_control.py`), and what a set of roles grants.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A security scope, as the dashboard names it. Declared in the dashboard's sorted order,
 /// which is also the order `permissions` maps are written in.
@@ -213,9 +214,13 @@ impl Role {
     }
 }
 
-/// What a user's roles grant, computed once when the users are loaded.
+/// What a user's roles grant, computed once when the users are loaded, with the
+/// `permissions` object rendered then too: every token check answers with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grants([u8; 17]);
+pub struct Grants {
+    bits: [u8; 17],
+    json: Arc<str>,
+}
 
 impl Grants {
     pub fn of(roles: &[Role]) -> Grants {
@@ -223,19 +228,32 @@ impl Grants {
         for (i, scope) in Scope::ALL.into_iter().enumerate() {
             bits[i] = roles.iter().fold(0, |acc, r| acc | r.grants(scope));
         }
-        Grants(bits)
+        let mut grants = Grants {
+            bits,
+            json: Arc::from(""),
+        };
+        // A map of strings to lists of strings always serializes.
+        grants.json = serde_json::to_string(&grants.to_map())
+            .unwrap_or_default()
+            .into();
+        grants
+    }
+
+    /// `to_map` as JSON text.
+    pub fn json(&self) -> &str {
+        &self.json
     }
 
     /// Whether some role grants `permission` on `scope` (the dashboard's `User.authorize`).
     pub fn allows(&self, scope: Scope, permission: Permission) -> bool {
-        self.0[scope as usize] & permission.bit() != 0
+        self.bits[scope as usize] & permission.bit() != 0
     }
 
     /// The dashboard's `permissions` object: each granted scope with its sorted permissions.
     pub fn to_map(&self) -> BTreeMap<&'static str, Vec<&'static str>> {
         Scope::ALL
             .into_iter()
-            .filter(|s| self.0[*s as usize] != 0)
+            .filter(|s| self.bits[*s as usize] != 0)
             .map(|s| {
                 let perms = Permission::SORTED
                     .into_iter()
