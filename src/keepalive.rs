@@ -3,10 +3,14 @@
 //! pingora serves each HTTP/1 request of a connection inside one large boxed future (the
 //! whole proxy state machine), and a keep-alive connection waits for its next request in
 //! there: measured, about 33 KB resident per idle connection. `LeanKeepalive` waits for
-//! the first bytes of each request itself, with a 4 KiB buffer, and only then hands the
-//! connection, those bytes included, to pingora. HTTP/2 connections are pingora's as before.
+//! the first bytes of each request itself, holding no buffer while it waits, and only
+//! then hands the connection, those bytes included, to pingora. HTTP/2 connections are pingora's as before.
 
+use std::cell::RefCell;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,7 +19,7 @@ use pingora::apps::{HttpPersistentSettings, HttpServerApp, ServerApp};
 use pingora::protocols::http::ServerSession;
 use pingora::protocols::{Stream, ALPN};
 use pingora::server::ShutdownWatch;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, ReadBuf};
 
 /// How long a client connection may sit idle between requests (pingora's own default).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -78,14 +82,34 @@ async fn next_request_bytes(stream: &mut Stream, shutdown: &ShutdownWatch) -> Op
     if *shutdown.borrow_and_update() {
         return None;
     }
-    let mut buf = BytesMut::with_capacity(FIRST_READ_BYTES);
-    let read = tokio::time::timeout(IDLE_TIMEOUT, stream.read_buf(&mut buf));
+    let read = tokio::time::timeout(
+        IDLE_TIMEOUT,
+        std::future::poll_fn(|cx| poll_first_bytes(stream, cx)),
+    );
     tokio::select! {
         biased;
         result = read => match result {
-            Ok(Ok(n)) if n > 0 => Some(buf),
+            Ok(Ok(bytes)) if !bytes.is_empty() => Some(bytes),
             _ => None,
         },
         _ = shutdown.changed() => None,
     }
+}
+
+thread_local! {
+    /// Where a waiting connection reads, shared by the thread's connections: a read that
+    /// finds nothing leaves it untouched, so an idle connection holds no buffer.
+    static FIRST_READ: RefCell<[u8; FIRST_READ_BYTES]> = const { RefCell::new([0; FIRST_READ_BYTES]) };
+}
+
+/// One read of the next request's first bytes, copied out of the shared buffer into one
+/// of their own (empty at the end of the stream).
+fn poll_first_bytes(stream: &mut Stream, cx: &mut Context<'_>) -> Poll<io::Result<BytesMut>> {
+    FIRST_READ.with_borrow_mut(|scratch| {
+        let mut buf = ReadBuf::new(scratch);
+        ready!(Pin::new(&mut *stream).poll_read(cx, &mut buf))?;
+        let mut bytes = BytesMut::with_capacity(FIRST_READ_BYTES);
+        bytes.extend_from_slice(buf.filled());
+        Poll::Ready(Ok(bytes))
+    })
 }
