@@ -11,6 +11,7 @@ Standard library only. Every network call goes to 127.0.0.1 and is bounded in ti
     benchtool.py h2load FILE [LOG]                -> JSON summary of an h2load run (+ latencies)
     benchtool.py conns PORT N PID PATH HEADER...  -> JSON: RSS of PID with N idle keep-alive connections
     benchtool.py logins PORT USER PASSWORD N      -> JSON: sequential login latencies
+    benchtool.py callgrind DUMP N REPORT_TXT      -> JSON: instructions per request of a callgrind dump
     benchtool.py report WORKDIR RESULTS_DIR STAMP -> writes STAMP.json, latest.{json,svg,md}
 """
 
@@ -26,6 +27,7 @@ import re
 import resource
 import socket
 import statistics
+import subprocess
 import sys
 import time
 
@@ -531,6 +533,32 @@ def cmd_perf_summary(self_txt, children_txt):
     out({"self": top(self_txt, 25), "children": top(children_txt, 25),
          "files": [os.path.basename(self_txt), os.path.basename(children_txt)]})
 
+def cmd_callgrind(dump, requests, report_txt):
+    """Instructions per request from a callgrind dump of N requests, with the gateway's
+    own functions that cost the most (inclusive); callgrind_annotate's view kept as text."""
+    n = int(requests)
+    text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=99.5", dump],
+                          capture_output=True, text=True, check=True).stdout
+    with open(report_txt, "w") as f:   # the costliest functions; the whole view is megabytes
+        f.write("\n".join(text.splitlines()[:300]) + "\n")
+    total, own = None, []
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)", line)
+        if not m:
+            continue
+        count = int(m.group(1).replace(",", ""))
+        what = m.group(2)
+        if what.startswith("PROGRAM TOTALS"):
+            total = count
+        elif "clustergate::" in what and len(own) < 15:
+            symbol = re.sub(r" \[/.*\]$", "", what.split(":", 1)[-1] if ".rs:" in what else what)[:160]
+            # an async fn shows once per nesting of its state machine: keep the largest
+            if all(o["symbol"] != symbol for o in own):
+                own.append({"symbol": symbol, "per_request": round(count / n)})
+    out({"requests": n, "instructions_per_request": round(total / n) if total else None,
+         "top_own_inclusive": own, "file": os.path.basename(report_txt)})
+
+
 # ------------------------------------------------------------------ report
 
 def load_jsonl(path):
@@ -691,6 +719,9 @@ def cmd_report(workdir, resdir, stamp):
                    "rss_after_load_mb": extra.get("rss_after_load_mb")},
         "correctness": extra.get("correctness"),
         "profile": extra.get("profile"),
+        "instructions_per_request": {label: (extra.get(f"callgrind_{label}") or {}).get("instructions_per_request")
+                                     for label in ("proxied", "check")},
+        "callgrind": {label: extra.get(f"callgrind_{label}") for label in ("proxied", "check")},
         "settings": meta["settings"],
         "pinning": meta["pinning"],
         "tools": meta["tools"],
@@ -822,6 +853,9 @@ def markdown(res):
     L.append(f"| resident memory with {conns.get('requested', 10000):,} idle keep-alive connections | "
              f"{fmt(res['rss_10k_conns_mb'], 1)} MB ({fmt(conns.get('kb_per_connection'), 1)} KB each) |")
     L.append(f"| resident memory at the end of the run | {fmt(mem.get('rss_after_load_mb'), 1)} MB |")
+    ipr = res.get("instructions_per_request") or {}
+    L.append(f"| clustergate instructions per request (callgrind, user space): proxied / token check | "
+             f"{fmt(ipr.get('proxied'), 0)} / {fmt(ipr.get('check'), 0)} |")
     L.append("")
     L.append("![throughput and p99](latest.svg)")
     L.append("")
@@ -919,6 +953,7 @@ def main(argv):
         "wrk": cmd_wrk, "h2load": cmd_h2load, "conns": cmd_conns, "logins": cmd_logins,
         "report": cmd_report, "record": cmd_record, "annotate-flood": cmd_annotate_flood,
         "meta": cmd_meta, "perf-summary": cmd_perf_summary, "procsnap": cmd_procsnap,
+        "callgrind": cmd_callgrind,
     }
     if len(argv) < 2 or argv[1] not in cmds:
         sys.stderr.write(__doc__)

@@ -48,10 +48,12 @@ CG_THREADS=${BENCH_CG_THREADS:-1}                  # clustergate's server.thread
 CG_LOG=${BENCH_CG_LOG:-warn}                       # RUST_LOG of clustergate (info logs every request)
 SKIP_CEPH=0; is_true "${BENCH_SKIP_CEPH:-}" && SKIP_CEPH=1
 PERF=0; is_true "${BENCH_PERF:-}" && PERF=1
+CALLGRIND=1; [ -n "${BENCH_CALLGRIND:-}" ] && ! is_true "$BENCH_CALLGRIND" && CALLGRIND=0
+CG_REQUESTS=${BENCH_CALLGRIND_REQUESTS:-$([ "$QUICK" = 1 ] && echo 1000 || echo 3000)}  # per callgrind count
 KEEP=0; is_true "${BENCH_KEEP:-}" && KEEP=1
 BUILD=1; is_true "${BENCH_NO_BUILD:-}" && BUILD=0
 for v in ROUNDS SAT_S RATE RATE_S CONNS CHECK_S CHECK_ROUNDS CHECK_CONNS FLOOD_S FLOOD_ROUNDS \
-         FLOOD_CLIENTS LOGINS IDLE_CONNS CG_THREADS; do
+         FLOOD_CLIENTS LOGINS IDLE_CONNS CG_THREADS CG_REQUESTS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer (got '${!v}')"
 done
 RPS_PER_CONN=$(( (RATE + CONNS - 1) / CONNS ))     # h2load --rps is per client
@@ -161,6 +163,7 @@ command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
 command -v taskset >/dev/null 2>&1 || need_pkgs+=(util-linux)
 command -v python3 >/dev/null 2>&1 || need_pkgs+=(python3)
 if [ "$PERF" = 1 ] && ! command -v perf >/dev/null 2>&1; then need_pkgs+=(linux-perf); fi
+if [ "$CALLGRIND" = 1 ] && ! command -v valgrind >/dev/null 2>&1; then need_pkgs+=(valgrind); fi
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   log "installing ${need_pkgs[*]}"
   sudo=()
@@ -622,6 +625,50 @@ else
   for ((r = 1; r <= CHECK_ROUNDS; r++)); do
     check_run clustergate "$r" "http://127.0.0.1:$P_CG/api/auth/check" "$WORK/check-cg.json"
   done
+fi
+
+# ------------------------------------------------------------------ 8. instructions per request (callgrind)
+# Wall-clock figures swing with whatever else the host runs; instruction counts do not. The
+# gateway is restarted under valgrind's callgrind with the same configuration (same secret:
+# the token stays valid), and the user-space instructions of N requests are counted.
+callgrind_count() {  # label url [h2load args...]
+  local label=$1 url=$2 dump; shift 2
+  callgrind_control -z "$VG_PID" >/dev/null 2>&1 || { soft_error "callgrind_control -z failed"; return 0; }
+  ld h2load --h1 -n "$CG_REQUESTS" -c 10 "$@" "$url" >"$WORK/out/callgrind-$label.out" 2>&1 ||
+    { soft_error "h2load failed under callgrind ($label)"; return 0; }
+  grep -q "status codes: $CG_REQUESTS 2xx" "$WORK/out/callgrind-$label.out" ||
+    soft_error "not every $label request under callgrind answered 2xx: $(grep 'status codes' "$WORK/out/callgrind-$label.out")"
+  callgrind_control --dump="$label" "$VG_PID" >/dev/null 2>&1 || { soft_error "callgrind_control -d failed"; return 0; }
+  for _ in $(seq 50); do
+    dump=$(grep -l "^desc: Trigger: dump $label\$" "$WORK"/callgrind.out.* 2>/dev/null | head -1 || true)
+    [ -n "$dump" ] && break
+    sleep 0.2
+  done
+  [ -n "$dump" ] || { soft_error "no callgrind dump for $label"; return 0; }
+  mkdir -p "$RESULTS"
+  "${TOOL[@]}" callgrind "$dump" "$CG_REQUESTS" "$RESULTS/$STAMP-callgrind-$label.txt" >"$WORK/extra/callgrind_$label.json" ||
+    soft_error "reading the callgrind dump for $label failed"
+  log "callgrind $label: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["instructions_per_request"])' "$WORK/extra/callgrind_$label.json" 2>/dev/null) instructions per request"
+}
+if [ "$CALLGRIND" = 1 ]; then
+  log "callgrind: restarting clustergate under valgrind to count instructions per request"
+  kill -TERM "$CG_PID" 2>/dev/null || true
+  for _ in $(seq 100); do ours "$CG_PID" || break; sleep 0.1; done
+  wait "$CG_PID" 2>/dev/null || true
+  forget "$CG_PID"
+  start_server clustergate-callgrind valgrind --tool=callgrind --dump-instr=no \
+    --callgrind-out-file="$WORK/callgrind.out.%p" "$CG" run --config "$WORK/cg/clustergate.toml"
+  VG_PID=${PIDS[-1]}
+  deadline=$((SECONDS + 180))   # valgrind starts the gateway about 50 times slower
+  until [ "$(code_of "$URL_CG" -H "$AUTH" -H "$ACCEPT")" = 200 ] || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.5; done
+  if [ "$(code_of "$URL_CG" -H "$AUTH" -H "$ACCEPT")" = 200 ]; then
+    ld h2load --h1 -n 300 -c 10 -H "$AUTH" -H "$ACCEPT" "$URL_CG" >/dev/null 2>&1 || true   # warm-up
+    callgrind_count proxied "$URL_CG" -H "$AUTH" -H "$ACCEPT"
+    callgrind_count check "http://127.0.0.1:$P_CG/api/auth/check" -d "$WORK/check-cg.json" \
+      -H "$CHECK_ACCEPT" -H 'Content-Type: application/json'
+  else
+    soft_error "clustergate under callgrind did not start forwarding"
+  fi
 fi
 
 # ------------------------------------------------------------------ report
