@@ -267,7 +267,9 @@ impl ProxyHttp for Gateway {
                 .upstreams
                 .connect_timeout
                 .max(Duration::from_secs(1));
-            let state = health::probe(&forwarding.upstreams, &backend, timeout).await;
+            // Boxed: the probe is rare and its future large, and this hook's future is moved
+            // into a box (by `async_trait`) on every request.
+            let state = Box::pin(health::probe(&forwarding.upstreams, &backend, timeout)).await;
             if state != BackendState::Active {
                 health::record(&self.metrics, &backend, state);
                 ctx.retry = true;
@@ -515,7 +517,10 @@ impl Gateway {
             body,
         };
         match route {
-            Route::Login => self.auth.login(&req, now).await,
+            // Boxed, as is the docs fetch: rare answers with large futures, which would
+            // otherwise make `request_filter`'s future (moved into a box on every request
+            // by `async_trait`) as large as they are.
+            Route::Login => Box::pin(self.auth.login(&req, now)).await,
             Route::TokenCheck => {
                 let available = self
                     .forwarding
@@ -539,7 +544,7 @@ impl Gateway {
         match (path, &self.forwarding) {
             ("/docs", Some(_)) => Ok(docs::page()),
             ("/docs/api.json" | "/docs/openapi.json", Some(forwarding)) => {
-                forwarding.docs.document().await
+                Box::pin(forwarding.docs.document()).await
             }
             _ => Err(not_found(path)),
         }
