@@ -23,11 +23,16 @@ pub struct LocalResponse {
 
 impl LocalResponse {
     pub fn json(status: u16, content_type: impl Into<String>, body: &Value) -> Self {
+        LocalResponse::json_text(status, content_type, body.to_string())
+    }
+
+    /// A JSON body already written out.
+    pub fn json_text(status: u16, content_type: impl Into<String>, body: String) -> Self {
         LocalResponse {
             status,
             content_type: content_type.into(),
             headers: Vec::new(),
-            body: Bytes::from(body.to_string()),
+            body: Bytes::from(body),
         }
     }
 

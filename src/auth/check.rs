@@ -48,12 +48,11 @@ impl Auth {
                 json!({"login_url": "#/login", "cluster_status": cluster_status}).to_string()
             }
         };
-        Ok(LocalResponse {
+        Ok(LocalResponse::json_text(
             status,
-            content_type: self.content_type(negotiated),
-            headers: Vec::new(),
-            body: body.into(),
-        })
+            self.content_type(negotiated),
+            body,
+        ))
     }
 }
 
