@@ -75,12 +75,9 @@ pub fn rewrite_request(
         ("x-forwarded-user", user),
     ];
     for name in REPLACED {
-        match set.iter().find(|(n, _)| *n == name) {
-            Some((_, Some(_))) => {}
-            _ if req.headers.contains_key(name) => {
-                req.remove_header(name);
-            }
-            _ => {}
+        // An insert below replaces the client's value; only the others are removed.
+        if !set.iter().any(|(n, value)| *n == name && value.is_some()) {
+            req.remove_header(name);
         }
     }
     for (name, value) in set {
@@ -88,12 +85,10 @@ pub fn rewrite_request(
             req.insert_header(name, value.as_ref())?;
         }
     }
-    if req.headers.contains_key(http::header::COOKIE) {
-        let cookies = remaining_cookies(req);
-        req.remove_header("cookie");
-        if let Some(cookies) = cookies {
-            req.insert_header("cookie", cookies)?;
-        }
+    let cookies = remaining_cookies(req);
+    req.remove_header("cookie");
+    if let Some(cookies) = cookies {
+        req.insert_header("cookie", cookies)?;
     }
     if let Some(accept) = &forward.accept {
         if !carries_only(&req.headers, "accept", accept) {
