@@ -228,15 +228,11 @@ impl Grants {
         for (i, scope) in Scope::ALL.into_iter().enumerate() {
             bits[i] = roles.iter().fold(0, |acc, r| acc | r.grants(scope));
         }
-        let mut grants = Grants {
-            bits,
-            json: Arc::from(""),
-        };
         // A map of strings to lists of strings always serializes.
-        grants.json = serde_json::to_string(&grants.to_map())
+        let json = serde_json::to_string(&permissions_map(&bits))
             .unwrap_or_default()
             .into();
-        grants
+        Grants { bits, json }
     }
 
     /// `to_map` as JSON text.
@@ -246,24 +242,32 @@ impl Grants {
 
     /// Whether some role grants `permission` on `scope` (the dashboard's `User.authorize`).
     pub fn allows(&self, scope: Scope, permission: Permission) -> bool {
-        self.bits[scope as usize] & permission.bit() != 0
+        allows(&self.bits, scope, permission)
     }
 
     /// The dashboard's `permissions` object: each granted scope with its sorted permissions.
     pub fn to_map(&self) -> BTreeMap<&'static str, Vec<&'static str>> {
-        Scope::ALL
-            .into_iter()
-            .filter(|s| self.bits[*s as usize] != 0)
-            .map(|s| {
-                let perms = Permission::SORTED
-                    .into_iter()
-                    .filter(|p| self.allows(s, *p))
-                    .map(Permission::name)
-                    .collect();
-                (s.name(), perms)
-            })
-            .collect()
+        permissions_map(&self.bits)
     }
+}
+
+fn allows(bits: &[u8; 17], scope: Scope, permission: Permission) -> bool {
+    bits[scope as usize] & permission.bit() != 0
+}
+
+fn permissions_map(bits: &[u8; 17]) -> BTreeMap<&'static str, Vec<&'static str>> {
+    Scope::ALL
+        .into_iter()
+        .filter(|s| bits[*s as usize] != 0)
+        .map(|s| {
+            let perms = Permission::SORTED
+                .into_iter()
+                .filter(|p| allows(bits, s, *p))
+                .map(Permission::name)
+                .collect();
+            (s.name(), perms)
+        })
+        .collect()
 }
 
 #[cfg(test)]
