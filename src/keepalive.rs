@@ -4,7 +4,8 @@
 //! whole proxy state machine), and a keep-alive connection waits for its next request in
 //! there: measured, about 33 KB resident per idle connection. `LeanKeepalive` waits for
 //! the first bytes of each request itself, holding no buffer while it waits, and only
-//! then hands the connection, those bytes included, to pingora. HTTP/2 connections are pingora's as before.
+//! then hands the connection, those bytes included, to pingora. HTTP/2 connections are
+//! pingora's as before.
 
 use std::cell::RefCell;
 use std::io;
