@@ -332,7 +332,7 @@ impl ProxyHttp for Gateway {
         session: &mut Session,
         e: Box<Error>,
         ctx: &mut RequestCtx,
-        client_reused: bool,
+        _client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("Peer: {peer}"));
         let truncated = session.as_ref().retry_buffer_truncated();
@@ -348,7 +348,11 @@ impl ProxyHttp for Gateway {
         } else if !session.req_header().method.is_idempotent() || truncated {
             e.set_retry(false);
         } else {
-            e.retry.decide_reuse(client_reused);
+            // pingora retries a connection dropped before the answer's headers only when the
+            // connection was reused. A manager that fails over drops fresh connections too,
+            // and an idempotent request may go to the next one (nginx's `proxy_next_upstream
+            // error` does the same); nothing has reached the client yet.
+            e.retry.decide_reuse(true);
         }
         e
     }
@@ -376,6 +380,9 @@ impl ProxyHttp for Gateway {
         tracing::warn!(error = %e, status = error.status(), "cannot proxy");
         let code = error.status();
         let response = LocalResponse::from_error(&error, &ctx.id);
+        // The connection is not reused (a request body may be half read): say so in the
+        // answer, so that a client does not send its next request on it as it closes.
+        session.set_keepalive(None);
         if let Err(write_error) = respond::send(session, response, self.tls, &ctx.id).await {
             tracing::debug!(error = %write_error, "cannot write the error response");
         }

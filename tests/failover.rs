@@ -25,6 +25,8 @@ struct Answer {
     status: u16,
     location: Option<String>,
     body: String,
+    /// The answer says `Connection: close`.
+    closes: bool,
     /// Sent after `mgr fail` returned (the new active manager accepts logins).
     after_failover: bool,
 }
@@ -74,6 +76,7 @@ fn spawn_load(
                         kind,
                         status: r.status,
                         location: r.header("location"),
+                        closes: r.header("connection").as_deref() == Some("close"),
                         body: r.text(),
                         after_failover,
                     }
@@ -82,6 +85,7 @@ fn spawn_load(
                     kind,
                     status: 0,
                     location: None,
+                    closes: false,
                     body: format!("transport error: {e:?}"),
                     after_failover,
                 },
@@ -197,6 +201,11 @@ async fn failover_under_load(options: DashboardOptions) {
          \"no active dashboard backend\": {lost:#?}\n{}",
         lost.len(),
         gw.logs()
+    );
+    assert!(
+        lost.iter().all(|a| a.closes),
+        "the gateway does not reuse a connection after a failed attempt, and must say so with \
+         Connection: close, or the client may send its next request on it: {lost:#?}"
     );
     let bad: Vec<&Answer> = answers
         .iter()
