@@ -122,7 +122,7 @@ impl Docs {
             .upstreams
             .backends()
             .iter()
-            .flat_map(|b| [b.base.clone(), b.host_header()])
+            .flat_map(|b| [b.base.clone(), b.host_header().to_string()])
             .collect();
         rewrite(&mut doc, &self.server_url, &backends);
         Ok(Bytes::from(doc.to_string()))

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::modules::http::HttpModules;
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use tracing::Instrument;
@@ -130,6 +131,11 @@ impl ProxyHttp for Gateway {
         }
     }
 
+    /// No downstream modules: pingora's default is a disabled compression module, which it
+    /// would still build for every request and call on every response. The dashboard's own
+    /// compression passes through.
+    fn init_downstream_modules(&self, _modules: &mut HttpModules) {}
+
     /// Runs first: answers locally, or decides what to forward (`Ok(false)`).
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         let span = ctx.span.clone();
@@ -210,7 +216,7 @@ impl ProxyHttp for Gateway {
         forward::rewrite_request(
             upstream_request,
             forward,
-            &backend.host_header(),
+            backend.host_header(),
             token.as_deref(),
             &client,
         )?;

@@ -56,9 +56,13 @@ const MAX_RANGES: usize = 32;
 
 /// The vendor versions an Accept header offers with q > 0, each with its q in thousandths.
 pub fn vendor_offers(accept: &str, vendor: &str) -> Vec<(ApiVersion, u16)> {
+    offers(accept, vendor).collect()
+}
+
+fn offers<'a>(accept: &'a str, vendor: &'a str) -> impl Iterator<Item = (ApiVersion, u16)> + 'a {
     split_list(accept)
         .take(MAX_RANGES)
-        .filter_map(|range| {
+        .filter_map(move |range| {
             let mut parts = range.split(';');
             let version = vendor_version(parts.next()?.trim(), vendor)?;
             let q = parts
@@ -67,7 +71,6 @@ pub fn vendor_offers(accept: &str, vendor: &str) -> Vec<(ApiVersion, u16)> {
                 .map_or(Some(1000), |(_, v)| parse_q(v.trim()))?;
             (q > 0).then_some((version, q))
         })
-        .collect()
 }
 
 /// Agrees on a version for an endpoint at `endpoint`: the acceptable vendor type with the
@@ -98,12 +101,12 @@ pub fn negotiate(
 
 /// For a forwarded request, whose endpoint version only the backend knows: the vendor
 /// type with the highest q, the highest version among equals (the dashboard itself
-/// answers 415 to any list, so exactly one type is forwarded).
+/// answers 415 to any list, so exactly one type is forwarded). Runs on every forwarded
+/// API request, so it collects nothing.
 pub fn choose(accept: Option<&str>, vendor: &str) -> Result<ApiVersion, VersionError> {
     accept
-        .map(|a| vendor_offers(a, vendor))
-        .unwrap_or_default()
         .into_iter()
+        .flat_map(|a| offers(a, vendor))
         .max_by_key(|(v, q)| (*q, *v))
         .map(|(v, _)| v)
         .ok_or(VersionError::Missing)
@@ -115,17 +118,32 @@ fn vendor_version(media_type: &str, vendor: &str) -> Option<ApiVersion> {
     if !ty.trim().eq_ignore_ascii_case("application") {
         return None;
     }
-    let subtype = subtype.trim().to_ascii_lowercase();
-    let rest = subtype
-        .strip_prefix("vnd.")?
-        .strip_prefix(vendor)?
-        .strip_prefix(".api.v")?
-        .strip_suffix("+json")?;
+    let rest = strip_prefix_ignoring_case(subtype.trim(), "vnd.")?;
+    let rest = strip_prefix_ignoring_case(rest, vendor)?;
+    let rest = strip_prefix_ignoring_case(rest, ".api.v")?;
+    let rest = strip_suffix_ignoring_case(rest, "+json")?;
     let (major, minor) = rest.split_once('.')?;
     Some(ApiVersion {
         major: parse_number(major)?,
         minor: parse_number(minor)?,
     })
+}
+
+/// `text` without `prefix`, which it starts with in any ASCII case.
+fn strip_prefix_ignoring_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| text.get(prefix.len()..))
+        .flatten()
+}
+
+/// `text` without `suffix`, which it ends with in any ASCII case.
+fn strip_suffix_ignoring_case<'a>(text: &'a str, suffix: &str) -> Option<&'a str> {
+    let end = text.len().checked_sub(suffix.len())?;
+    let tail = text.get(end..)?;
+    tail.eq_ignore_ascii_case(suffix)
+        .then(|| text.get(..end))
+        .flatten()
 }
 
 fn parse_number(digits: &str) -> Option<u16> {

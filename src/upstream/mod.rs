@@ -66,10 +66,10 @@ impl Backend {
     }
 
     /// The `Host` the backend expects.
-    pub fn host_header(&self) -> String {
+    pub fn host_header(&self) -> &str {
         self.base
             .split_once("://")
-            .map_or_else(|| self.base.clone(), |(_, host)| host.to_string())
+            .map_or(self.base.as_str(), |(_, host)| host)
     }
 }
 
