@@ -31,14 +31,16 @@ import subprocess
 import sys
 import time
 
-CONTENDERS = ["direct", "nginx", "haproxy", "clustergate"]
+CONTENDERS = ["direct", "nginx", "haproxy", "pingora", "clustergate"]
 LABELS = {
     "direct": "1 direct (nginx backend)",
     "nginx": "2 nginx proxy_pass, no auth",
     "haproxy": "3 HAProxy jwt_verify HS256",
+    "pingora": "pingora 0.9's own proxy, no auth (floor)",
     "clustergate": "4 clustergate",
 }
-SHORT = {"direct": "direct", "nginx": "nginx", "haproxy": "HAProxy", "clustergate": "clustergate"}
+SHORT = {"direct": "direct", "nginx": "nginx", "haproxy": "HAProxy", "pingora": "pingora",
+         "clustergate": "clustergate"}
 
 
 def out(obj):
@@ -477,11 +479,12 @@ def cmd_meta():
         "pinning": {
             "servers": f"core {srv}" if srv else "not pinned",
             "load": f"core {load}" if load else "not pinned",
-            "how": "taskset -c: the nginx backend, the nginx proxy, HAProxy, clustergate (and the "
+            "how": "taskset -c: the nginx backend, the nginx proxy, HAProxy, the pingora floor, clustergate (and the "
                    "Ceph mon and mgr) on the server cores; wrk, h2load and the probes on the load cores"
                    if srv else "fewer than 2 cores: nothing pinned",
             "server_threads": {"nginx_workers": 1, "haproxy_nbthread": 1,
-                               "clustergate_threads": int(e["B_CG_THREADS"])},
+                               "clustergate_threads": int(e["B_CG_THREADS"]),
+                               "pingora_floor_threads": int(e["B_CG_THREADS"])},
         },
         "settings": {
             "quick": e["B_QUICK"] == "1",
@@ -609,7 +612,8 @@ def cmd_report(workdir, resdir, stamp):
                                                  "server_cpu_s", "cpu_us_per_request")}
                          for r in runs if r["phase"] == "saturation" and r["contender"] == c]
     # CPU time of the contender's own processes per request at saturation (median of rounds)
-    proc_of = {"direct": "backend", "nginx": "nginx", "haproxy": "haproxy", "clustergate": "clustergate"}
+    proc_of = {"direct": "backend", "nginx": "nginx", "haproxy": "haproxy", "pingora": "pingora",
+               "clustergate": "clustergate"}
     cpu_req, cpu_req_backend = {}, {}
     for c in CONTENDERS:
         mine = [r["cpu_us_per_request"].get(proc_of[c]) for r in runs
@@ -670,6 +674,7 @@ def cmd_report(workdir, resdir, stamp):
         "ratios": {
             "clustergate_vs_haproxy_rps": ratio(rps["clustergate"], rps["haproxy"]),
             "clustergate_vs_nginx_rps": ratio(rps["clustergate"], rps["nginx"]),
+            "clustergate_vs_pingora_rps": ratio(rps["clustergate"], rps["pingora"]),
             "check_vs_ceph_rps": ratio(chk["clustergate"], chk["ceph"], 1),
             "login_flood_p99": ratio(flood["p99_ms"], base["p99_ms"]),
         },
@@ -699,6 +704,9 @@ def cmd_report(workdir, resdir, stamp):
         "cpu_ratios": {
             "clustergate_vs_haproxy": ratio(cpu_req["clustergate"], cpu_req["haproxy"]),
             "clustergate_vs_nginx": ratio(cpu_req["clustergate"], cpu_req["nginx"]),
+            "clustergate_vs_pingora": ratio(cpu_req["clustergate"], cpu_req["pingora"]),
+            "pingora_vs_haproxy": ratio(cpu_req["pingora"], cpu_req["haproxy"]),
+            "pingora_vs_nginx": ratio(cpu_req["pingora"], cpu_req["nginx"]),
         },
         "rate_share_of_saturation": {c: ratio(meta["settings"]["rate"], rps[c]) for c in CONTENDERS},
         "rps_rounds": rps_rounds,
@@ -840,6 +848,10 @@ def markdown(res):
     L.append(f"| clustergate req/s ÷ nginx | {fmt(r['clustergate_vs_nginx_rps'])} |")
     L.append(f"| clustergate CPU per request ÷ HAProxy / ÷ nginx | {fmt(res['cpu_ratios']['clustergate_vs_haproxy'])} / "
              f"{fmt(res['cpu_ratios']['clustergate_vs_nginx'])} |")
+    L.append(f"| pingora floor CPU per request ÷ HAProxy / ÷ nginx | {fmt(res['cpu_ratios']['pingora_vs_haproxy'])} / "
+             f"{fmt(res['cpu_ratios']['pingora_vs_nginx'])} |")
+    L.append(f"| clustergate ÷ pingora floor: req/s / CPU per request | {fmt(r['clustergate_vs_pingora_rps'])} / "
+             f"{fmt(res['cpu_ratios']['clustergate_vs_pingora'])} |")
     L.append(f"| `POST /api/auth/check` req/s: clustergate / Ceph dashboard | "
              f"{fmt(res['check_rps']['clustergate'], 0)} / {fmt(res['check_rps']['ceph'], 0)} "
              f"= {fmt(r['check_vs_ceph_rps'], 1)}× |")
@@ -878,7 +890,8 @@ def nice_max(v):
 
 def svg(res):
     W, H = 960, 440
-    colors = {"direct": "#8c8c8c", "nginx": "#4c78a8", "haproxy": "#f58518", "clustergate": "#54a24b"}
+    colors = {"direct": "#8c8c8c", "nginx": "#4c78a8", "haproxy": "#f58518", "pingora": "#b279a2",
+              "clustergate": "#54a24b"}
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
              'font-family="DejaVu Sans, Arial, sans-serif" font-size="12">',
              f'<rect width="{W}" height="{H}" fill="white"/>']

@@ -203,15 +203,17 @@ fi
 if [ "$BUILD" = 1 ]; then
   "$ROOT/deploy/install-deps.sh" >&2
   log "cargo build --release"
-  (cd "$ROOT" && cargo build --release --quiet) || die "cargo build --release failed"
+  (cd "$ROOT" && cargo build --release --quiet && cargo build --release --quiet --example pingora-floor) ||
+    die "cargo build --release failed"
 fi
 CG=$ROOT/target/release/clustergate
-[ -x "$CG" ] || die "$CG is missing (run without BENCH_NO_BUILD)"
+FLOOR=$ROOT/target/release/examples/pingora-floor
+for bin in "$CG" "$FLOOR"; do [ -x "$bin" ] || die "$bin is missing (run without BENCH_NO_BUILD)"; done
 BUILD_S=$((SECONDS - T0))
 T_MEASURE=$SECONDS
 
 # ------------------------------------------------------------------ configuration
-read -r P_BACKEND P_NGINX P_HAPROXY P_HAPROXY_UNPINNED P_CG P_CG_METRICS <<<"$("${TOOL[@]}" ports 6)"
+read -r P_BACKEND P_NGINX P_HAPROXY P_HAPROXY_UNPINNED P_FLOOR P_CG P_CG_METRICS <<<"$("${TOOL[@]}" ports 7)"
 BACKEND_TOKEN=$("${TOOL[@]}" backend-token)
 SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')          # 64 hex characters
 BENCH_USER=bench
@@ -363,17 +365,20 @@ start_server nginx-backend "$NGINX" -p "$WORK/nginx-backend" -e "$WORK/nginx-bac
 start_server nginx-proxy "$NGINX" -p "$WORK/nginx-proxy" -e "$WORK/nginx-proxy/error.log" \
   -c "$WORK/nginx-proxy/nginx.conf" -g 'daemon off;'
 start_server haproxy "$HAPROXY" -db -f "$WORK/haproxy/haproxy.cfg"
+# pingora's own proxy with nothing of clustergate's: what the framework costs by itself
+start_server pingora-floor "$FLOOR" "127.0.0.1:$P_FLOOR" "127.0.0.1:$P_BACKEND" "$CG_THREADS"
 export RUST_LOG=$CG_LOG      # read by clustergate only
 start_server clustergate "$CG" run --config "$WORK/cg/clustergate.toml"
 CG_PID=${PIDS[-1]}
 # the servers whose CPU time is counted per request (with their children: nginx's workers)
-PROCS=(backend="${PIDS[0]}" nginx="${PIDS[1]}" haproxy="${PIDS[2]}" clustergate="$CG_PID")
+PROCS=(backend="${PIDS[0]}" nginx="${PIDS[1]}" haproxy="${PIDS[2]}" pingora="${PIDS[3]}" clustergate="$CG_PID")
 
 URL_DIRECT=http://127.0.0.1:$P_BACKEND$HEALTH
 URL_NGINX=http://127.0.0.1:$P_NGINX$HEALTH
 URL_HAPROXY=http://127.0.0.1:$P_HAPROXY$HEALTH
+URL_FLOOR=http://127.0.0.1:$P_FLOOR$HEALTH
 URL_CG=http://127.0.0.1:$P_CG$HEALTH
-declare -A URL=([direct]=$URL_DIRECT [nginx]=$URL_NGINX [haproxy]=$URL_HAPROXY [clustergate]=$URL_CG)
+declare -A URL=([direct]=$URL_DIRECT [nginx]=$URL_NGINX [haproxy]=$URL_HAPROXY [pingora]=$URL_FLOOR [clustergate]=$URL_CG)
 
 code_of() {  # url [curl args...] -> status (000: no answer)
   local url=$1; shift
@@ -390,6 +395,7 @@ wait_code() {  # what url code seconds [curl args...]
 wait_code "nginx backend" "$URL_DIRECT" 200 20
 wait_code "nginx proxy" "$URL_NGINX" 200 20
 wait_code "haproxy" "$URL_HAPROXY" 401 20
+wait_code "pingora floor" "$URL_FLOOR" 200 20
 # the gateway answers 503 until its health check has seen the backend active
 wait_code "clustergate metrics" "http://127.0.0.1:$P_CG_METRICS/healthz" 200 30
 
@@ -429,6 +435,7 @@ forged() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.a
 bad=0
 check direct "fixed body" "$URL_DIRECT" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
 check nginx "fixed body through the proxy" "$URL_NGINX" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
+check pingora "fixed body through the proxy" "$URL_FLOOR" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
 for who in haproxy clustergate; do
   url=${URL[$who]}
   check "$who" "valid token" "$url" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
@@ -487,14 +494,15 @@ log "with $IDLE_CONNS connections: $(cat "$WORK/extra/conns.json")"
 sleep 2
 
 # ------------------------------------------------------------------ 1-4. proxies, interleaved
-ORDER=(direct nginx haproxy clustergate)
+ORDER=(direct nginx haproxy pingora clustergate)
 log "warm-up: 1 s of load on each contender"
 for who in "${ORDER[@]}"; do
   ld wrk -t1 -c"$CONNS" -d1s -H "$AUTH" -H "$ACCEPT" "${URL[$who]}" >/dev/null 2>&1 || true
 done
 for ((r = 1; r <= ROUNDS; r++)); do
   # rotate the order each round, so that no contender always runs first or last
-  rot=("${ORDER[@]:$(( (r - 1) % 4 ))}" "${ORDER[@]:0:$(( (r - 1) % 4 ))}")
+  shift_by=$(( (r - 1) % ${#ORDER[@]} ))
+  rot=("${ORDER[@]:$shift_by}" "${ORDER[@]:0:$shift_by}")
   for who in "${rot[@]}"; do
     saturation "$who" "$r"
     log "round $r/$ROUNDS saturation $who: $(tail -1 "$WORK/runs.jsonl" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["rps"], "req/s, loader CPU", d.get("loader_cpu"))')"
