@@ -44,8 +44,11 @@ fn main() {
         Some(Ok(n)) if n > 0 => n,
         Some(_) => usage(),
     };
+    // Stopped by the bench with SIGTERM: no 300 s graceful shutdown.
     let conf = ServerConf {
         threads,
+        grace_period_seconds: Some(1),
+        graceful_shutdown_timeout_seconds: Some(1),
         ..ServerConf::default()
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);

@@ -279,8 +279,14 @@ EOF
     echo "}"
   } >"$dir/nginx.conf"
 }
+# The security headers every dashboard answer carries (observed on Ceph 16.2.15), so that
+# the contenders pass on what they would in front of a real dashboard.
 write_nginx_conf nginx-backend <<EOF
   default_type "$V1";
+  add_header Content-Security-Policy "frame-ancestors 'self';" always;
+  add_header X-Content-Type-Options nosniff always;
+  add_header Strict-Transport-Security "max-age=63072000; includeSubDomains; preload" always;
+  add_header Vary Accept-Encoding;
   server {
     listen 127.0.0.1:$P_BACKEND backlog=4096;
     location = $HEALTH { return 200 '$HEALTH_BODY'; }
