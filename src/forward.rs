@@ -91,7 +91,7 @@ pub fn rewrite_request(
         req.insert_header("cookie", cookies)?;
     }
     if let Some(accept) = &forward.accept {
-        if !carries_only(&req.headers, "accept", accept) {
+        if !carries_only(&req.headers, http::header::ACCEPT, accept.as_bytes()) {
             req.insert_header("accept", accept.as_str())?;
         }
     }

@@ -2,15 +2,25 @@
 //! (the dashboard's security headers and our request id).
 
 use bytes::Bytes;
+use http::header::AsHeaderName;
+use http::header::{
+    CACHE_CONTROL, CONTENT_LENGTH, CONTENT_SECURITY_POLICY, CONTENT_TYPE,
+    STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS,
+};
+use http::{HeaderName, HeaderValue, StatusCode};
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
+use pingora::{InvalidHTTPHeader, OrErr};
 use serde_json::Value;
 
 use crate::errors::GatewayError;
 
 /// The dashboard's HSTS value (`Strict-Transport-Security`), sent when we terminate TLS.
-const HSTS: &str = "max-age=63072000; includeSubDomains; preload";
-const CSP: &str = "frame-ancestors 'self';";
+const HSTS: HeaderValue = HeaderValue::from_static("max-age=63072000; includeSubDomains; preload");
+const CSP: HeaderValue = HeaderValue::from_static("frame-ancestors 'self';");
+const NOSNIFF: HeaderValue = HeaderValue::from_static("nosniff");
+const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// A complete response built by a local handler.
 #[derive(Debug, Clone)]
@@ -49,32 +59,41 @@ impl LocalResponse {
     }
 }
 
-/// Adds the headers every response carries, proxied or local. The dashboard sends the
-/// same security headers itself: those already right are left as they are.
+/// The headers every response carries, proxied or local: the dashboard's security headers
+/// (HSTS only where we terminate TLS) and the request id.
+fn common_headers(
+    tls: bool,
+    request_id: &str,
+) -> pingora::Result<impl Iterator<Item = (HeaderName, HeaderValue)>> {
+    let request_id = HeaderValue::from_str(request_id).or_err(InvalidHTTPHeader, "request id")?;
+    let hsts = tls.then_some((STRICT_TRANSPORT_SECURITY, HSTS));
+    Ok(hsts.into_iter().chain([
+        (X_CONTENT_TYPE_OPTIONS, NOSNIFF),
+        (CONTENT_SECURITY_POLICY, CSP),
+        (X_REQUEST_ID, request_id),
+    ]))
+}
+
+/// Adds the common headers to a forwarded answer. The dashboard sends the same security
+/// headers itself: those already right are left as they are.
 pub fn add_common_headers(
     resp: &mut ResponseHeader,
     tls: bool,
     request_id: &str,
 ) -> pingora::Result<()> {
-    let hsts = tls.then_some(("strict-transport-security", HSTS));
-    let security = [
-        ("x-content-type-options", "nosniff"),
-        ("content-security-policy", CSP),
-    ];
-    for (name, value) in hsts.into_iter().chain(security) {
-        if !carries_only(&resp.headers, name, value) {
+    for (name, value) in common_headers(tls, request_id)? {
+        if !carries_only(&resp.headers, &name, value.as_bytes()) {
             resp.insert_header(name, value)?;
         }
     }
-    resp.insert_header("x-request-id", request_id)?;
     Ok(())
 }
 
 /// Whether `headers` has exactly one `name`, and it is `value`. A lookup is much cheaper
 /// than pingora's `insert_header` (a name parse and two map updates).
-pub fn carries_only(headers: &http::HeaderMap, name: &str, value: &str) -> bool {
+pub fn carries_only(headers: &http::HeaderMap, name: impl AsHeaderName, value: &[u8]) -> bool {
     let mut values = headers.get_all(name).iter();
-    values.next().is_some_and(|v| v == value) && values.next().is_none()
+    values.next().is_some_and(|v| v.as_bytes() == value) && values.next().is_none()
 }
 
 /// Writes `response` to the client. Local answers are never cached: they carry tokens.
@@ -90,16 +109,27 @@ pub async fn send(
         headers,
         body,
     } = response;
-    let mut header = ResponseHeader::build(status, Some(8 + headers.len()))?;
-    header.insert_header("content-type", content_type)?;
-    header.insert_header("content-length", body.len().to_string())?;
-    header.insert_header("cache-control", "no-store")?;
+    // Built as plain `http` parts: every name is ours, in canonical case, so pingora needs
+    // no second map of original cases, and each header is one map insert.
+    let mut parts = http::Response::new(()).into_parts().0;
+    parts.status = StatusCode::from_u16(status).or_err(InvalidHTTPHeader, "status")?;
+    let map = &mut parts.headers;
+    map.reserve(8 + headers.len());
+    let content_type =
+        HeaderValue::try_from(content_type).or_err(InvalidHTTPHeader, "content type")?;
+    map.insert(CONTENT_TYPE, content_type);
+    map.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    map.insert(CACHE_CONTROL, NO_STORE);
     for (name, value) in headers {
-        header.append_header(name, value)?;
+        let name = HeaderName::try_from(name).or_err(InvalidHTTPHeader, "header name")?;
+        let value = HeaderValue::try_from(value).or_err(InvalidHTTPHeader, "header value")?;
+        map.append(name, value);
     }
-    add_common_headers(&mut header, tls, request_id)?;
+    for (name, value) in common_headers(tls, request_id)? {
+        map.insert(name, value);
+    }
     session
-        .write_response_header(Box::new(header), false)
+        .write_response_header(Box::new(ResponseHeader::from(parts)), false)
         .await?;
     session.write_response_body(Some(body), true).await?;
     Ok(())

@@ -55,10 +55,6 @@ pub enum VersionError {
 const MAX_RANGES: usize = 32;
 
 /// The vendor versions an Accept header offers with q > 0, each with its q in thousandths.
-pub fn vendor_offers(accept: &str, vendor: &str) -> Vec<(ApiVersion, u16)> {
-    offers(accept, vendor).collect()
-}
-
 fn offers<'a>(accept: &'a str, vendor: &'a str) -> impl Iterator<Item = (ApiVersion, u16)> + 'a {
     split_list(accept)
         .take(MAX_RANGES)
@@ -82,20 +78,25 @@ pub fn negotiate(
     endpoint: ApiVersion,
     plain_ok: bool,
 ) -> Result<Negotiated, VersionError> {
-    let offers = accept.map(|a| vendor_offers(a, vendor)).unwrap_or_default();
-    let best = |candidates: &mut dyn Iterator<Item = (ApiVersion, u16)>| {
-        candidates.max_by_key(|(v, q)| (*q, *v)).map(|(v, _)| v)
-    };
-    if let Some(v) = best(&mut offers.iter().copied().filter(|(v, _)| endpoint.serves(*v))) {
-        return Ok(Negotiated::Vendor(v));
+    // One pass over the offers: the best one the endpoint serves, and the best of all.
+    let (mut served, mut any) = (None, None);
+    for (version, q) in accept.into_iter().flat_map(|a| offers(a, vendor)) {
+        let rank = (q, version);
+        if endpoint.serves(version) && served.is_none_or(|best| rank > best) {
+            served = Some(rank);
+        }
+        if any.is_none_or(|best| rank > best) {
+            any = Some(rank);
+        }
     }
-    match best(&mut offers.iter().copied()) {
-        Some(requested) => Err(VersionError::Incompatible {
+    match (served, any) {
+        (Some((_, version)), _) => Ok(Negotiated::Vendor(version)),
+        (None, Some((_, requested))) => Err(VersionError::Incompatible {
             endpoint,
             requested,
         }),
-        None if plain_ok => Ok(Negotiated::Plain),
-        None => Err(VersionError::Missing),
+        (None, None) if plain_ok => Ok(Negotiated::Plain),
+        (None, None) => Err(VersionError::Missing),
     }
 }
 
@@ -189,6 +190,10 @@ fn split_list(value: &str) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn vendor_offers(accept: &str, vendor: &str) -> Vec<(ApiVersion, u16)> {
+        offers(accept, vendor).collect()
+    }
 
     const V1_0: ApiVersion = ApiVersion::V1_0;
     const fn v(major: u16, minor: u16) -> ApiVersion {
