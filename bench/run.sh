@@ -50,6 +50,7 @@ SKIP_CEPH=0; is_true "${BENCH_SKIP_CEPH:-}" && SKIP_CEPH=1
 PERF=0; is_true "${BENCH_PERF:-}" && PERF=1
 CALLGRIND=1; [ -n "${BENCH_CALLGRIND:-}" ] && ! is_true "$BENCH_CALLGRIND" && CALLGRIND=0
 CG_REQUESTS=${BENCH_CALLGRIND_REQUESTS:-$([ "$QUICK" = 1 ] && echo 1000 || echo 3000)}  # per callgrind count
+ONLY_CG=0; is_true "${BENCH_ONLY_CALLGRIND:-}" && ONLY_CG=1   # only the instruction counts (section 8)
 KEEP=0; is_true "${BENCH_KEEP:-}" && KEEP=1
 BUILD=1; is_true "${BENCH_NO_BUILD:-}" && BUILD=0
 for v in ROUNDS SAT_S RATE RATE_S CONNS CHECK_S CHECK_ROUNDS CHECK_CONNS FLOOD_S FLOOD_ROUNDS \
@@ -206,7 +207,7 @@ if [ "$BUILD" = 1 ]; then
   (cd "$ROOT" && cargo build --release --quiet && cargo build --release --quiet --example pingora-floor) ||
     die "cargo build --release failed"
 fi
-CG=$ROOT/target/release/clustergate
+CG=${BENCH_CLUSTERGATE_BIN:-$ROOT/target/release/clustergate}   # another build, e.g. a commit's before a change
 FLOOR=$ROOT/target/release/examples/pingora-floor
 for bin in "$CG" "$FLOOR"; do [ -x "$bin" ] || die "$bin is missing (run without BENCH_NO_BUILD)"; done
 BUILD_S=$((SECONDS - T0))
@@ -419,6 +420,8 @@ curl -s --noproxy '*' --max-time 10 -o "$WORK/login.out" -w '%{http_code}' -X PO
 TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$WORK/login.out")
 AUTH="Authorization: Bearer $TOKEN"
 ACCEPT="Accept: $V1"
+CHECK_ACCEPT="Accept: $V1"
+printf '{"token": "%s"}' "$TOKEN" >"$WORK/check-cg.json"
 log "logged in to clustergate as $BENCH_USER"
 wait_code "clustergate forwarding" "$URL_CG" 200 30 -H "$AUTH" -H "$ACCEPT"
 
@@ -488,6 +491,8 @@ fixed_rate() {  # phase contender round url seconds [extra h2load args...]
 }
 rss_mb() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 
+# BENCH_ONLY_CALLGRIND skips every timed section: instruction counts need no quiet machine.
+if [ "$ONLY_CG" = 0 ]; then
 # ------------------------------------------------------------------ 7. memory
 sleep 2
 RSS_IDLE=$(rss_mb "$CG_PID")
@@ -576,8 +581,6 @@ done
 put rss_after_load_mb "$(rss_mb "$CG_PID")"
 
 # ------------------------------------------------------------------ 5. token check vs the Ceph dashboard
-CHECK_ACCEPT="Accept: $V1"
-printf '{"token": "%s"}' "$TOKEN" >"$WORK/check-cg.json"
 check_run() {  # who round url body
   local who=$1 r=$2 url=$3 body=$4 f="$WORK/out/check-$1-$2"
   cpu_snap "$f.cpu0"
@@ -641,6 +644,8 @@ else
   done
 fi
 
+fi  # ONLY_CG = 0
+
 # ------------------------------------------------------------------ 8. instructions per request (callgrind)
 # Wall-clock figures swing with whatever else the host runs; instruction counts do not. The
 # gateway is restarted under valgrind's callgrind with the same configuration (same secret:
@@ -686,6 +691,11 @@ if [ "$CALLGRIND" = 1 ]; then
 fi
 
 # ------------------------------------------------------------------ report
+if [ "$ONLY_CG" = 1 ]; then
+  log "callgrind only: $RESULTS/$STAMP-callgrind-*.txt ($((SECONDS - T0)) s)"
+  [ -s "$WORK/errors.txt" ] && { cat "$WORK/errors.txt" >&2; exit 2; }
+  exit 0
+fi
 put loadavg_end "\"$(cut -d' ' -f1-3 /proc/loadavg)\""
 put duration_s "$((SECONDS - T_MEASURE))"    # without the build
 put build_s "$BUILD_S"
