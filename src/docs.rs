@@ -91,10 +91,8 @@ impl Docs {
     async fn fetch(&self) -> Result<Bytes, GatewayError> {
         let backend = self
             .upstreams
-            .pick(0)
-            .ok_or_else(|| GatewayError::Unavailable {
-                detail: "no active dashboard backend".into(),
-            })?;
+            .active()
+            .ok_or_else(GatewayError::no_active_backend)?;
         let bad_gateway = |detail: String| GatewayError::BadGateway { detail };
         let mut req = self
             .upstreams
@@ -226,7 +224,25 @@ fn auth_paths() -> Map<String, Value> {
 }
 
 /// The page at `/docs`: a self-contained browser for the document (no CDN).
-pub fn page() -> LocalResponse {
+/// Answers `/docs...`: the page, or the document. `docs` is `None` without backends.
+pub async fn answer(
+    docs: Option<&Docs>,
+    method: &http::Method,
+    path: &str,
+) -> Result<LocalResponse, GatewayError> {
+    if method != http::Method::GET && method != http::Method::HEAD {
+        return Err(GatewayError::MethodNotAllowed { allow: "GET, HEAD" });
+    }
+    match (path, docs) {
+        ("/docs", Some(_)) => Ok(page()),
+        // Boxed: a rare answer with a large future, which would otherwise make the
+        // caller's future (moved into a box on every request by `async_trait`) as large.
+        ("/docs/api.json" | "/docs/openapi.json", Some(docs)) => Box::pin(docs.document()).await,
+        _ => Err(GatewayError::not_found(path)),
+    }
+}
+
+fn page() -> LocalResponse {
     LocalResponse {
         status: 200,
         content_type: "text/html; charset=utf-8".into(),

@@ -1,12 +1,29 @@
 //! Every error the gateway answers itself, and the one place that maps each to a status
 //! and the dashboard's JSON shape: `{"status", "detail", "request_id"}` for 4xx/5xx
 //! raised by the framework, `{"detail", "code", "component"}` for 400s about the request.
+//!
+//! Module errors become a [`GatewayError`] here and nowhere else. Inside pingora's hooks
+//! an answer travels as the cause of a pingora error ([`GatewayError::into_pingora`]), and
+//! `fail_to_proxy` reads it back ([`GatewayError::from_pingora`]): one failure channel.
 
+use pingora::{ErrorSource, ErrorType, ImmutStr};
 use serde_json::{json, Value};
 
+use crate::access::AccessError;
+use crate::paths::PathError;
+use crate::state::StateError;
+use crate::upstream::credentials::CredentialError;
+use crate::upstream::ClientError;
+use crate::users::password::HashError;
 use crate::versioning::VersionError;
 
-#[derive(Debug, thiserror::Error)]
+/// Paths are echoed in 404 details up to this many bytes.
+const MAX_ECHOED_PATH: usize = 256;
+
+/// The type of a pingora error that sends the request again (see `upstream::Attempt`).
+const RETRY: ErrorType = ErrorType::Custom("retry on a dashboard backend");
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GatewayError {
     /// The request body is not what the endpoint takes.
     #[error("{detail}")]
@@ -52,6 +69,69 @@ impl GatewayError {
     pub fn bad_request(detail: impl Into<String>) -> Self {
         GatewayError::BadRequest {
             detail: detail.into(),
+        }
+    }
+
+    /// No manager is known to serve (as during a failover): clients should retry.
+    pub fn no_active_backend() -> Self {
+        GatewayError::Unavailable {
+            detail: "no active dashboard backend".into(),
+        }
+    }
+
+    /// A backend that failed in a way the gateway cannot name better.
+    pub fn unreachable_backend() -> Self {
+        GatewayError::BadGateway {
+            detail: "the dashboard backend could not be reached".into(),
+        }
+    }
+
+    /// 404 for `path`, echoed up to [`MAX_ECHOED_PATH`] bytes.
+    pub fn not_found(path: &str) -> Self {
+        let end = (0..=MAX_ECHOED_PATH.min(path.len()))
+            .rev()
+            .find(|i| path.is_char_boundary(*i))
+            .unwrap_or(0);
+        GatewayError::NotFound {
+            path: path[..end].to_string(),
+        }
+    }
+
+    /// The answer to a request the operation table refuses. Unknown operations, and
+    /// public ones the gateway does not offer, do not exist here.
+    pub fn refused_access(e: AccessError, path: &str) -> Self {
+        match e {
+            AccessError::UnknownPath | AccessError::Closed => GatewayError::not_found(path),
+            AccessError::NotOffered => GatewayError::NotOffered,
+            AccessError::Forbidden(..) => GatewayError::Forbidden,
+        }
+    }
+
+    /// A pingora error that carries this answer to `fail_to_proxy`.
+    pub fn into_pingora(self) -> Box<pingora::Error> {
+        let status = ErrorType::HTTPStatus(self.status());
+        pingora::Error::because(status, "answered by the gateway", self)
+    }
+
+    /// A pingora error that sends the request to a backend again (the attempt decided
+    /// it); `self` is the answer should no retry be possible.
+    pub fn into_retry(self, why: impl Into<ImmutStr>) -> Box<pingora::Error> {
+        pingora::Error::because(RETRY, why, self)
+    }
+
+    /// The answer for an error that reached `fail_to_proxy`: the one a hook decided on,
+    /// else one by the error's kind. `None`: the client went away; nothing to answer.
+    pub fn from_pingora(e: &pingora::Error) -> Option<GatewayError> {
+        if let Some(decided) = e.root_cause().downcast_ref::<GatewayError>() {
+            return Some(decided.clone());
+        }
+        match (e.etype(), e.esource()) {
+            (
+                ErrorType::ReadTimedout | ErrorType::WriteTimedout | ErrorType::ConnectTimedout,
+                ErrorSource::Upstream,
+            ) => Some(GatewayError::GatewayTimeout),
+            (_, ErrorSource::Downstream) => None,
+            _ => Some(GatewayError::unreachable_backend()),
         }
     }
 
@@ -107,6 +187,48 @@ impl GatewayError {
     }
 }
 
+impl From<PathError> for GatewayError {
+    fn from(e: PathError) -> Self {
+        GatewayError::InvalidPath {
+            detail: format!("Invalid request path: {e}."),
+        }
+    }
+}
+
+/// A state store that cannot answer: fail closed.
+impl From<StateError> for GatewayError {
+    fn from(e: StateError) -> Self {
+        tracing::error!(error = %e, "state store failed");
+        GatewayError::Unavailable {
+            detail: "authentication state is unavailable".into(),
+        }
+    }
+}
+
+impl From<HashError> for GatewayError {
+    fn from(e: HashError) -> Self {
+        match e {
+            HashError::Busy => GatewayError::TooManyRequests,
+            other => {
+                tracing::error!(error = %other, "password verification failed");
+                GatewayError::Internal
+            }
+        }
+    }
+}
+
+/// The service account could not log in (a standby's refusal is retried before this).
+impl From<CredentialError> for GatewayError {
+    fn from(e: CredentialError) -> Self {
+        match e {
+            CredentialError::Client(ClientError::Timeout) => GatewayError::GatewayTimeout,
+            _ => GatewayError::BadGateway {
+                detail: "the gateway could not log in to the dashboard backend".into(),
+            },
+        }
+    }
+}
+
 /// CherryPy's status text, e.g. "401 Unauthorized".
 pub fn status_line(status: u16) -> String {
     let reason = http::StatusCode::from_u16(status)
@@ -148,6 +270,36 @@ mod tests {
             "Unable to find version in request header"
         );
         assert_eq!(e.body("r")["status"], "415 Unsupported Media Type");
+    }
+
+    #[test]
+    fn a_decided_answer_travels_through_pingora_errors() {
+        let e = GatewayError::Forbidden
+            .into_pingora()
+            .more_context("Peer: x");
+        let answer = GatewayError::from_pingora(&e).unwrap();
+        assert_eq!(answer.status(), 403);
+        let retry = GatewayError::no_active_backend().into_retry("a standby answered");
+        assert_eq!(GatewayError::from_pingora(&retry).unwrap().status(), 503);
+    }
+
+    #[test]
+    fn pingora_errors_are_classified_by_kind_and_side() {
+        let timeout = pingora::Error::new_up(ErrorType::ReadTimedout);
+        assert_eq!(GatewayError::from_pingora(&timeout).unwrap().status(), 504);
+        let gone = pingora::Error::new_down(ErrorType::ConnectionClosed);
+        assert!(GatewayError::from_pingora(&gone).is_none());
+        let reset = pingora::Error::new_up(ErrorType::ConnectionClosed);
+        assert_eq!(GatewayError::from_pingora(&reset).unwrap().status(), 502);
+    }
+
+    #[test]
+    fn long_paths_are_echoed_cut_at_a_character_boundary() {
+        let path = format!("/{}", "é".repeat(300));
+        let GatewayError::NotFound { path: echoed } = GatewayError::not_found(&path) else {
+            panic!("not a 404");
+        };
+        assert!(echoed.len() <= MAX_ECHOED_PATH && path.starts_with(&echoed));
     }
 
     #[test]

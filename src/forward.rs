@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::proxy::Session;
 
 use crate::auth::request::TOKEN_COOKIE;
 use crate::respond::carries_only;
@@ -29,6 +30,32 @@ pub struct Client<'a> {
     pub ip: Option<String>,
     pub tls: bool,
     pub host: Option<&'a str>,
+}
+
+impl<'a> Client<'a> {
+    /// Who sent `session`'s request; `tls`: over the gateway's TLS listener.
+    pub fn of(session: &'a Session, tls: bool) -> Client<'a> {
+        let header = session.req_header();
+        Client {
+            ip: session
+                .client_addr()
+                .and_then(|a| a.as_inet())
+                .map(|a| a.ip().to_string()),
+            tls,
+            host: header
+                .headers
+                .get("host")
+                .and_then(|v| v.to_str().ok())
+                .or_else(|| header.uri.authority().map(|a| a.as_str())),
+        }
+    }
+}
+
+/// A body the gateway read whole because it came without a length (chunked, or HTTP/2)
+/// goes out with its length: the dashboard refuses bodies without one (411).
+pub fn set_body_length(req: &mut RequestHeader, length: usize) -> pingora::Result<()> {
+    req.remove_header("transfer-encoding");
+    req.insert_header("content-length", length.to_string())
 }
 
 /// Headers a client may not set for the backend. Those the gateway sets are replaced by

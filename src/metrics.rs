@@ -1,13 +1,8 @@
-//! What the gateway measures, and the metrics listener that serves it
-//! (`/metrics` in Prometheus text format, `/healthz`).
+//! What the gateway measures. The admin listener (`admin`) serves it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use http::Response;
-use pingora::apps::http_app::ServeHttp;
-use pingora::protocols::http::ServerSession;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
     TextEncoder,
@@ -34,7 +29,6 @@ pub struct Metrics {
 pub enum LoginResult {
     Success,
     InvalidCredentials,
-    Locked,
     BadRequest,
     Busy,
     Error,
@@ -165,7 +159,6 @@ impl Metrics {
         let label = match result {
             LoginResult::Success => "success",
             LoginResult::InvalidCredentials => "invalid_credentials",
-            LoginResult::Locked => "locked",
             LoginResult::BadRequest => "bad_request",
             LoginResult::Busy => "busy",
             LoginResult::Error => "error",
@@ -211,7 +204,8 @@ impl Metrics {
         self.upstream_logins.with_label_values(&[result]).inc();
     }
 
-    fn render(&self) -> Result<Vec<u8>, prometheus::Error> {
+    /// Every metric in Prometheus' text format.
+    pub fn render(&self) -> Result<Vec<u8>, prometheus::Error> {
         let mut out = Vec::with_capacity(16 * 1024);
         TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
         Ok(out)
@@ -239,51 +233,6 @@ fn method_label(method: &http::Method) -> &'static str {
         http::Method::HEAD => "HEAD",
         http::Method::OPTIONS => "OPTIONS",
         _ => "other",
-    }
-}
-
-/// The metrics listener's application.
-pub struct MetricsApp {
-    pub metrics: Arc<Metrics>,
-    /// Ready means an active backend is known; `None` (no backends): always ready.
-    pub readiness: Option<Arc<crate::upstream::Upstreams>>,
-}
-
-#[async_trait]
-impl ServeHttp for MetricsApp {
-    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
-        let path = session.req_header().uri.path();
-        let (status, content_type, body) = match path {
-            "/metrics" => match self.metrics.render() {
-                Ok(body) => (200, "text/plain; version=0.0.4", body),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot render metrics");
-                    (500, "text/plain", b"cannot render metrics\n".to_vec())
-                }
-            },
-            "/healthz" => (200, "text/plain", b"ok\n".to_vec()),
-            "/readyz" => match &self.readiness {
-                Some(upstreams) if !upstreams.any_active() => {
-                    (503, "text/plain", b"no active dashboard backend\n".to_vec())
-                }
-                _ => (200, "text/plain", b"ready\n".to_vec()),
-            },
-            _ => (404, "text/plain", b"not found\n".to_vec()),
-        };
-        let mut response = Response::new(body);
-        *response.status_mut() =
-            http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-        if let Ok(value) = http::HeaderValue::from_str(content_type) {
-            response
-                .headers_mut()
-                .insert(http::header::CONTENT_TYPE, value);
-        }
-        let length = response.body().len();
-        response.headers_mut().insert(
-            http::header::CONTENT_LENGTH,
-            http::HeaderValue::from(length),
-        );
-        response
     }
 }
 

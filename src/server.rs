@@ -12,13 +12,14 @@ use pingora::services::listening::Service;
 
 use pingora::services::background::background_service;
 
-use crate::access::AccessTable;
+use crate::access::{AccessTable, Admission};
+use crate::admin::AdminApp;
 use crate::auth::Auth;
-use crate::config::{AccessConfig, Config, TlsMode, UpstreamConfig, UpstreamTrust};
+use crate::config::{Config, TlsMode, UpstreamConfig, UpstreamTrust};
 use crate::docs::Docs;
 use crate::keepalive::LeanKeepalive;
-use crate::metrics::{Metrics, MetricsApp};
-use crate::proxy::{Forwarding, Gateway};
+use crate::metrics::Metrics;
+use crate::proxy::Gateway;
 use crate::secrets::{self, SecretError};
 use crate::state::StateConfig;
 use crate::state::Stores;
@@ -119,10 +120,22 @@ pub fn build(config: Config) -> Result<Server, StartError> {
     let metrics = Metrics::new(prometheus::default_registry())?;
     let tls_on = certificate.is_some();
     let stores = StateConfig::Memory.build();
-    let forwarding = match upstream {
-        Some(upstream) => Some(forwarding(
+    let auth = Arc::new(Auth {
+        users: user_db,
+        tokens: TokenService::new(&secret, auth_config.issuer, auth_config.token_ttl),
+        stores: stores.clone(),
+        passwords: PasswordChecker::new(
+            auth_config.max_concurrent_hashes,
+            auth_config.max_queued_logins,
+        )?,
+        lockout: auth_config.lockout,
+        metrics: metrics.clone(),
+        vendor: api.vendor.clone(),
+        tls: tls_on,
+    });
+    let dashboards = match upstream {
+        Some(upstream) => Some(dashboards(
             upstream,
-            access,
             &server_config.public_url,
             &api.vendor,
             &stores,
@@ -133,19 +146,15 @@ pub fn build(config: Config) -> Result<Server, StartError> {
             None
         }
     };
-    let auth = Arc::new(Auth {
-        users: user_db,
-        tokens: TokenService::new(&secret, auth_config.issuer, auth_config.token_ttl),
-        stores,
-        passwords: PasswordChecker::new(
-            auth_config.max_concurrent_hashes,
-            auth_config.max_queued_logins,
-        )?,
-        lockout: auth_config.lockout,
-        metrics: metrics.clone(),
-        vendor: api.vendor.clone(),
-        tls: tls_on,
-    });
+    let table = AccessTable::new(&access.operations);
+    tracing::info!(
+        operations = table.len(),
+        file = %access.scopes_file.display(),
+        ceph_version = access.ceph_version.as_deref().unwrap_or("unknown"),
+        "scope table loaded"
+    );
+    let account_name = dashboards.as_ref().map(|d| d.account_name.as_str());
+    let admission = Admission::new(table, auth.clone(), api.vendor.clone(), account_name);
 
     let grace = server_config.shutdown_grace.as_secs();
     let conf = ServerConf {
@@ -165,19 +174,27 @@ pub fn build(config: Config) -> Result<Server, StartError> {
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
 
-    let health = forwarding.as_ref().map(|f| HealthChecker {
-        upstreams: f.upstreams.clone(),
-        account: f.account.clone(),
+    let upstreams = dashboards
+        .as_ref()
+        .map_or_else(|| Arc::new(Upstreams::none()), |d| d.upstreams.clone());
+    let health = dashboards.as_ref().map(|d| HealthChecker {
+        upstreams: d.upstreams.clone(),
+        account: d.account.clone(),
         metrics: metrics.clone(),
-        interval: f.health_interval,
+        interval: d.health_interval,
     });
-    let readiness = forwarding.as_ref().map(|f| f.upstreams.clone());
+    let (account, docs) = match dashboards {
+        Some(d) => (Some(d.account), Some(d.docs)),
+        None => (None, None),
+    };
     let gateway = Gateway {
         auth,
+        admission,
+        upstreams: upstreams.clone(),
+        account,
+        docs,
         metrics: metrics.clone(),
         tls: tls_on,
-        vendor: api.vendor,
-        forwarding: forwarding.map(|f| f.forwarding),
     };
     let mut proxy = Service::new(
         "clustergate".to_string(),
@@ -191,43 +208,40 @@ pub fn build(config: Config) -> Result<Server, StartError> {
     proxy.add_listener(listener);
     tracing::info!(addr = %listen, tls = tls_on, "gateway listener");
 
-    let mut metrics_service =
-        Service::new("metrics".to_string(), MetricsApp { metrics, readiness });
-    metrics_service.threads = Some(1);
-    metrics_service.add_tcp(&metrics_config.listen.to_string());
-    tracing::info!(addr = %metrics_config.listen, "metrics listener (/metrics, /healthz)");
+    let admin = AdminApp {
+        metrics,
+        upstreams,
+        stores,
+    };
+    let mut admin_service = Service::new("admin".to_string(), admin);
+    admin_service.threads = Some(1);
+    admin_service.add_tcp(&metrics_config.listen.to_string());
+    tracing::info!(addr = %metrics_config.listen, "admin listener (/metrics, /healthz, /readyz)");
 
     server.add_service(proxy);
-    server.add_service(metrics_service);
+    server.add_service(admin_service);
     if let Some(health) = health {
         server.add_service(background_service("dashboard health checks", health));
     }
     Ok(server)
 }
 
-/// What a path segment escapes (everything but RFC 3986's unreserved characters).
-const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
-
-/// Forwarding with its health checker's interval.
-struct ForwardingSetup {
-    forwarding: Forwarding,
+/// The dashboards, the gateway's account on them, and their API description.
+struct Dashboards {
     upstreams: Arc<Upstreams>,
     account: Arc<ServiceAccount>,
+    account_name: String,
+    docs: Docs,
     health_interval: std::time::Duration,
 }
 
-fn forwarding(
+fn dashboards(
     upstream: UpstreamConfig,
-    access: AccessConfig,
     public_url: &Option<String>,
     vendor: &str,
     stores: &Stores,
     metrics: &Arc<Metrics>,
-) -> Result<ForwardingSetup, StartError> {
+) -> Result<Dashboards, StartError> {
     if upstream.trust == UpstreamTrust::InsecureSkipVerify {
         tracing::warn!(
             "upstream.insecure_skip_verify = true: the backends' certificates are NOT verified"
@@ -245,33 +259,17 @@ fn forwarding(
         stores.upstream_tokens.clone(),
         metrics.clone(),
     ));
-    let table = AccessTable::new(&access.operations);
-    tracing::info!(
-        operations = table.len(),
-        file = %access.scopes_file.display(),
-        ceph_version = access.ceph_version.as_deref().unwrap_or("unknown"),
-        "scope table loaded"
-    );
     let docs = Docs::new(
         upstreams.clone(),
         upstream.docs_path.clone(),
         upstream.docs_refresh,
         public_url.clone(),
     );
-    Ok(ForwardingSetup {
-        forwarding: Forwarding {
-            upstreams: upstreams.clone(),
-            account: account.clone(),
-            access: table,
-            docs,
-            // Spelled as the normalized path spells it: unreserved characters stay plain.
-            service_account_path: format!(
-                "/api/user/{}",
-                percent_encoding::utf8_percent_encode(&upstream.username, PATH_SEGMENT)
-            ),
-        },
+    Ok(Dashboards {
         upstreams,
         account,
+        account_name: upstream.username,
+        docs,
         health_interval: upstream.health_interval,
     })
 }

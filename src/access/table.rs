@@ -135,10 +135,6 @@ impl AccessTable {
         self.operations.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.operations.is_empty()
-    }
-
     /// What `method path` (a normalized path) needs. An operation of the same path but
     /// another method needs that path's scope with the permission the method implies;
     /// an open operation stays open only for HEAD next to its GET.

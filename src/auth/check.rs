@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{unavailable, Auth, AuthRequest, TokenRejection, AUTH_VERSION};
+use super::{Auth, AuthRequest, TokenRejection, AUTH_VERSION};
 use crate::errors::GatewayError;
 use crate::respond::LocalResponse;
 use crate::state::UnixTime;
@@ -38,7 +38,7 @@ impl Auth {
         let status = if backend_available { 200 } else { 503 };
         let body = match self.verify_token(token.as_deref(), now).await {
             Ok(user) => valid_token_body(&user),
-            Err(TokenRejection::Store(e)) => return Err(unavailable(e)),
+            Err(TokenRejection::Store(e)) => return Err(e.into()),
             Err(_) => {
                 let cluster_status = if backend_available {
                     "POST_INSTALLED"

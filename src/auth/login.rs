@@ -3,13 +3,12 @@
 
 use serde_json::json;
 
-use super::{request::string_field, unavailable, Auth, AuthRequest, AUTH_VERSION};
+use super::{request::string_field, Auth, AuthRequest, AUTH_VERSION};
 use crate::config::LockoutPolicy;
 use crate::errors::GatewayError;
 use crate::metrics::LoginResult;
 use crate::respond::LocalResponse;
 use crate::state::UnixTime;
-use crate::users::password::HashError;
 use crate::versioning;
 
 impl Auth {
@@ -55,17 +54,7 @@ impl Auth {
             .filter(|_| admitted)
             .map(|u| u.password_hash.clone());
         self.metrics.password_verified();
-        let verified = self
-            .passwords
-            .verify(hash, password)
-            .await
-            .map_err(|e| match e {
-                HashError::Busy => GatewayError::TooManyRequests,
-                other => {
-                    tracing::error!(error = %other, "password verification failed");
-                    GatewayError::Internal
-                }
-            })?;
+        let verified = self.passwords.verify(hash, password).await?;
 
         // `?username`: the name is the client's text, escaped so it cannot forge log lines.
         let Some(user) = user.filter(|_| verified) else {
@@ -74,11 +63,7 @@ impl Auth {
         };
 
         if self.lockout.is_some() {
-            self.stores
-                .lockouts
-                .clear(&username)
-                .await
-                .map_err(unavailable)?;
+            self.stores.lockouts.clear(&username).await?;
         }
         let issued = self.tokens.issue(&user.username, now).map_err(|e| {
             tracing::error!(error = %e, "cannot sign a token");
@@ -110,24 +95,16 @@ impl Auth {
         now: UnixTime,
     ) -> Result<bool, GatewayError> {
         let lockouts = &self.stores.lockouts;
-        if lockouts
-            .locked_until(username, now)
-            .await
-            .map_err(unavailable)?
-            .is_some()
-        {
+        if lockouts.locked_until(username, now).await?.is_some() {
             return Ok(false);
         }
-        let attempts = lockouts
-            .record_failure(username, now)
-            .await
-            .map_err(unavailable)?;
+        let attempts = lockouts.record_failure(username, now).await?;
         if attempts < policy.attempts {
             return Ok(true);
         }
         // The last attempt allowed may still succeed; the lock holds if it does not.
         let until = now.saturating_add(policy.duration.as_secs());
-        lockouts.lock(username, until).await.map_err(unavailable)?;
+        lockouts.lock(username, until).await?;
         if attempts == policy.attempts {
             tracing::warn!(username = ?username, attempts, lock_seconds = policy.duration.as_secs(), "user locked out after consecutive failed logins");
             return Ok(true);

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{unavailable, Auth, AuthRequest, AUTH_VERSION};
+use super::{Auth, AuthRequest, AUTH_VERSION};
 use crate::errors::GatewayError;
 use crate::respond::LocalResponse;
 use crate::state::UnixTime;
@@ -26,8 +26,7 @@ impl Auth {
         self.stores
             .revocations
             .revoke(&claims.jti, claims.exp, now)
-            .await
-            .map_err(unavailable)?;
+            .await?;
         self.tokens.forget(token);
         tracing::info!(username = %claims.username, jti = %claims.jti, "logout");
         // `Path=/` so that browsers really drop the cookie set at login (the dashboard omits it).

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use crate::config::LockoutPolicy;
 use crate::errors::GatewayError;
 use crate::metrics::{Metrics, TokenCheckResult};
+use crate::respond::LocalResponse;
+use crate::routes::Route;
 use crate::state::{StateError, Stores, UnixTime};
 use crate::tokens::{TokenError, TokenService};
 use crate::users::{PasswordChecker, User, UserDb};
@@ -21,6 +23,9 @@ pub use request::AuthRequest;
 
 /// The version of all three auth endpoints, as on the dashboard.
 const AUTH_VERSION: ApiVersion = ApiVersion::V1_0;
+
+/// Auth request bodies are a few hundred bytes; anything near this is abuse.
+pub const BODY_LIMIT: usize = 64 * 1024;
 
 /// Everything the auth endpoints need, shared by all requests.
 pub struct Auth {
@@ -51,6 +56,25 @@ enum TokenRejection {
 }
 
 impl Auth {
+    /// Answers an auth endpoint's request. `serving`: whether the dashboards can serve;
+    /// the token check tells balancers when they cannot.
+    pub async fn answer(
+        &self,
+        route: Route,
+        req: &AuthRequest<'_>,
+        now: UnixTime,
+        serving: bool,
+    ) -> Result<LocalResponse, GatewayError> {
+        match route {
+            // Boxed: a login's future is large, and the caller's future (moved into a box on
+            // every request by `async_trait`) would otherwise be as large.
+            Route::Login => Box::pin(self.login(req, now)).await,
+            Route::TokenCheck => self.check(req, now, serving).await,
+            Route::Logout => self.logout(req, now).await,
+            _ => Err(GatewayError::not_found("/api/auth")),
+        }
+    }
+
     /// The user behind the request's token, for every API path the gateway forwards.
     pub async fn authenticate(
         &self,
@@ -60,7 +84,7 @@ impl Auth {
         self.verify_token(request::client_token(headers), now)
             .await
             .map_err(|rejection| match rejection {
-                TokenRejection::Store(e) => unavailable(e),
+                TokenRejection::Store(e) => e.into(),
                 _ => GatewayError::Unauthorized,
             })
     }
@@ -119,14 +143,6 @@ impl Auth {
         } else {
             "HttpOnly; Path=/; SameSite=Strict"
         }
-    }
-}
-
-/// A state store that cannot answer: fail closed.
-fn unavailable(e: StateError) -> GatewayError {
-    tracing::error!(error = %e, "state store failed");
-    GatewayError::Unavailable {
-        detail: "authentication state is unavailable".into(),
     }
 }
 

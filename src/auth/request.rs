@@ -19,9 +19,17 @@ pub struct AuthRequest<'a> {
 }
 
 impl<'a> AuthRequest<'a> {
+    pub fn of(header: &'a pingora::http::RequestHeader, body: Bytes) -> Self {
+        AuthRequest {
+            headers: &header.headers,
+            query: header.uri.query(),
+            body,
+        }
+    }
+
     /// The Accept header, its repeated lines joined into one list.
     pub fn accept(&self) -> Option<Cow<'a, str>> {
-        crate::respond::joined_header(self.headers, http::header::ACCEPT)
+        crate::request::joined_header(self.headers, http::header::ACCEPT)
     }
 
     /// The client's token: an `Authorization: Bearer` header wins over the `token`

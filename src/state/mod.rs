@@ -14,6 +14,13 @@ pub use memory::{MemoryLockouts, MemoryRevocations, MemoryUpstreamTokens};
 /// Seconds since the Unix epoch.
 pub type UnixTime = u64;
 
+/// The clock's time as the stores take it (0 if the clock is before 1970).
+pub fn unix_now() -> UnixTime {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     #[error("state store unavailable: {0}")]
@@ -91,6 +98,15 @@ pub struct Stores {
     pub revocations: Arc<dyn Revocations>,
     pub lockouts: Arc<dyn Lockouts>,
     pub upstream_tokens: Arc<dyn UpstreamTokens>,
+}
+
+impl Stores {
+    /// Whether every store can answer (for readiness).
+    pub async fn ready(&self) -> Result<(), StateError> {
+        self.revocations.ready().await?;
+        self.lockouts.ready().await?;
+        self.upstream_tokens.ready().await
+    }
 }
 
 /// Bound on entries in a memory store, so no client can grow it without limit.

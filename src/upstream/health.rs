@@ -4,7 +4,7 @@
 //! error, to tell a standby from the active manager's own error answers.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
@@ -76,10 +76,8 @@ impl HealthChecker {
                 record(&self.metrics, &backend, state);
             }
         }
-        if let Some(active) = self.upstreams.pick(0) {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
+        if let Some(active) = self.upstreams.active() {
+            let now = crate::state::unix_now();
             if let Err(e) = self.account.token(&self.upstreams, active, now).await {
                 tracing::debug!(error = %e, "service account token not renewed in the background");
             }

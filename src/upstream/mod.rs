@@ -2,6 +2,7 @@
 //! and the gateway's own credentials on it. Only the active manager's dashboard serves;
 //! standbys answer 303 to the active one, or an error status.
 
+mod attempt;
 mod client;
 pub mod credentials;
 pub mod health;
@@ -15,7 +16,8 @@ use pingora::http::RequestHeader;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::WrappedX509;
 
-pub use client::{Client, ClientError, Reply};
+pub use attempt::{Attempt, ErrorVerdict, ResponseVerdict, Tried};
+pub use client::{Client, ClientError};
 
 use crate::config::{BackendUrl, UpstreamConfig, UpstreamTrust};
 
@@ -91,9 +93,6 @@ pub struct Upstreams {
     pub client: Client,
 }
 
-/// Backends tried by one request, as a bit set (the first 64 servers).
-pub type Tried = u64;
-
 impl Upstreams {
     pub fn new(config: &UpstreamConfig) -> Result<Upstreams, UpstreamError> {
         let mut backends = Vec::with_capacity(config.servers.len());
@@ -132,16 +131,41 @@ impl Upstreams {
         })
     }
 
+    /// No backends (no `[upstream]`): nothing is forwarded, and nothing is waited for.
+    pub fn none() -> Upstreams {
+        Upstreams {
+            backends: Vec::new(),
+            ca: None,
+            insecure: false,
+            connect_timeout: Duration::ZERO,
+            read_timeout: Duration::ZERO,
+            health_path: String::new(),
+            max_body_bytes: 0,
+            client: Client::new(),
+        }
+    }
+
     pub fn backends(&self) -> &[Arc<Backend>] {
         &self.backends
     }
 
-    /// The active backend this request has not tried yet.
+    /// The active backend a request has not tried yet.
     pub fn pick(&self, tried: Tried) -> Option<&Arc<Backend>> {
         self.backends
             .iter()
-            .filter(|b| b.index >= 64 || tried & (1 << b.index) == 0)
+            .filter(|b| !tried.contains(b.index))
             .find(|b| b.state() == BackendState::Active)
+    }
+
+    /// The backend known to be the active manager.
+    pub fn active(&self) -> Option<&Arc<Backend>> {
+        self.pick(Tried::default())
+    }
+
+    /// Whether the gateway can serve what it forwards: some backend is known to be the
+    /// active manager, or none is configured (then only the auth endpoints are served).
+    pub fn serving(&self) -> bool {
+        self.backends.is_empty() || self.any_active()
     }
 
     /// Whether some backend is known to be the active manager.
@@ -190,5 +214,30 @@ impl Upstreams {
         )
         .map_err(protocol)?;
         Ok(req)
+    }
+}
+
+#[cfg(test)]
+impl Upstreams {
+    /// `count` backends on unused local ports, none checked yet.
+    pub fn for_tests(count: u16) -> Upstreams {
+        let mut upstreams = Upstreams::none();
+        upstreams.backends = (0..count)
+            .map(|i| {
+                let url = BackendUrl {
+                    tls: false,
+                    host: "127.0.0.1".into(),
+                    port: 9 + i,
+                };
+                Arc::new(Backend {
+                    index: usize::from(i),
+                    base: url.base(),
+                    addr: SocketAddr::from(([127, 0, 0, 1], url.port)),
+                    url,
+                    state: AtomicU8::new(BackendState::Unknown as u8),
+                })
+            })
+            .collect();
+        upstreams
     }
 }

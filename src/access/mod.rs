@@ -1,0 +1,149 @@
+//! Admission at the edge: whether a request the gateway would forward may go on, as whom
+//! and at which API version. Decided before anything is sent, in the dashboard's order:
+//! the method (405), the token (401), the operation (404), the gateway's own account
+//! (403), the role (403), the version (415). The operation table (`table`) says what each
+//! dashboard operation needs.
+
+mod table;
+
+use std::sync::Arc;
+
+use http::{HeaderMap, Method};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+pub use table::{AccessError, AccessTable, Requirement};
+
+use crate::auth::Auth;
+use crate::errors::GatewayError;
+use crate::forward::Forward;
+use crate::request::joined_header;
+use crate::routes::Route;
+use crate::state::UnixTime;
+use crate::versioning;
+
+/// The methods the dashboard's operations use; others are refused before any check
+/// (`delete` or `BREW` would otherwise be checked as a read).
+const FORWARDED_METHODS: [Method; 6] = [
+    Method::GET,
+    Method::HEAD,
+    Method::POST,
+    Method::PUT,
+    Method::PATCH,
+    Method::DELETE,
+];
+
+/// What a path segment escapes (everything but RFC 3986's unreserved characters), as the
+/// normalized path spells it.
+const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// What admission reads of a request.
+pub struct Request<'a> {
+    pub route: Route,
+    pub method: &'a Method,
+    /// Normalized (`paths::normalize`).
+    pub path: String,
+    pub query: Option<&'a str>,
+    pub headers: &'a HeaderMap,
+}
+
+impl<'a> Request<'a> {
+    pub fn of(header: &'a pingora::http::RequestHeader, route: Route, path: String) -> Self {
+        Request {
+            route,
+            method: &header.method,
+            path,
+            query: header.uri.query(),
+            headers: &header.headers,
+        }
+    }
+}
+
+/// The table and what checking it needs.
+pub struct Admission {
+    table: AccessTable,
+    auth: Arc<Auth>,
+    vendor: String,
+    /// `/api/user/<service account>`: changing or deleting it would cut the gateway off.
+    /// `None` without backends.
+    service_account_path: Option<String>,
+}
+
+impl Admission {
+    pub fn new(
+        table: AccessTable,
+        auth: Arc<Auth>,
+        vendor: String,
+        service_account: Option<&str>,
+    ) -> Admission {
+        let service_account_path = service_account
+            .map(|name| format!("/api/user/{}", utf8_percent_encode(name, PATH_SEGMENT)));
+        Admission {
+            table,
+            auth,
+            vendor,
+            service_account_path,
+        }
+    }
+
+    /// The forwarding decision, or the refusal. API paths need a token unless the gateway
+    /// opened the operation; the web UI's files need none.
+    pub async fn admit(
+        &self,
+        request: Request<'_>,
+        now: UnixTime,
+    ) -> Result<Forward, GatewayError> {
+        if !FORWARDED_METHODS.contains(request.method) {
+            return Err(GatewayError::MethodNotAllowed {
+                allow: "GET, HEAD, POST, PUT, PATCH, DELETE",
+            });
+        }
+        let requirement = self.table.requirement(request.method, &request.path);
+        let user = match requirement {
+            Ok(Requirement::Open) => None,
+            Err(_) if request.route != Route::Api => None,
+            _ => Some(self.auth.authenticate(request.headers, now).await?),
+        };
+        let refused = |e| GatewayError::refused_access(e, &request.path);
+        let requirement = requirement.map_err(refused)?;
+        if self.changes_service_account(request.method, &request.path) {
+            return Err(GatewayError::NotOffered);
+        }
+        if let Some(user) = &user {
+            AccessTable::authorize(user, requirement).map_err(refused)?;
+        }
+        let accept = self.media_type(&request)?;
+        let path_and_query = match request.query {
+            Some(query) => format!("{}?{query}", request.path),
+            None => request.path,
+        };
+        Ok(Forward {
+            path_and_query,
+            user,
+            accept,
+        })
+    }
+
+    /// The single media type the dashboard gets for an API path, from the client's Accept.
+    fn media_type(&self, request: &Request<'_>) -> Result<Option<String>, GatewayError> {
+        if request.route != Route::Api {
+            return Ok(None);
+        }
+        let accept = joined_header(request.headers, http::header::ACCEPT);
+        let version = versioning::choose(accept.as_deref(), &self.vendor)?;
+        Ok(Some(version.media_type(&self.vendor)))
+    }
+
+    fn changes_service_account(&self, method: &Method, path: &str) -> bool {
+        let Some(account_path) = &self.service_account_path else {
+            return false;
+        };
+        let on_it = path
+            .strip_prefix(account_path.as_str())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        on_it && method != Method::GET && method != Method::HEAD
+    }
+}

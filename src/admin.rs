@@ -1,0 +1,96 @@
+//! The admin listener, for Prometheus and the orchestrator's probes: `/metrics`
+//! (Prometheus' text format), `/healthz` (the process serves), `/readyz` (it can do its
+//! work: an active manager is known, or none is configured, and every state store answers).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use http::{Response, StatusCode};
+use pingora::apps::http_app::ServeHttp;
+use pingora::protocols::http::ServerSession;
+
+use crate::metrics::Metrics;
+use crate::state::Stores;
+use crate::upstream::Upstreams;
+
+/// The admin listener's application.
+pub struct AdminApp {
+    pub metrics: Arc<Metrics>,
+    pub upstreams: Arc<Upstreams>,
+    pub stores: Stores,
+}
+
+/// A plain-text answer.
+struct Answer {
+    status: StatusCode,
+    content_type: &'static str,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn text(status: StatusCode, body: &str) -> Answer {
+        Answer {
+            status,
+            content_type: "text/plain",
+            body: body.as_bytes().to_vec(),
+        }
+    }
+}
+
+impl AdminApp {
+    fn metrics(&self) -> Answer {
+        match self.metrics.render() {
+            Ok(body) => Answer {
+                status: StatusCode::OK,
+                content_type: "text/plain; version=0.0.4",
+                body,
+            },
+            Err(e) => {
+                tracing::error!(error = %e, "cannot render metrics");
+                Answer::text(StatusCode::INTERNAL_SERVER_ERROR, "cannot render metrics\n")
+            }
+        }
+    }
+
+    async fn readiness(&self) -> Answer {
+        if !self.upstreams.serving() {
+            return Answer::text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no active dashboard backend\n",
+            );
+        }
+        if let Err(e) = self.stores.ready().await {
+            tracing::warn!(error = %e, "not ready: a state store does not answer");
+            return Answer::text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "session store unavailable\n",
+            );
+        }
+        Answer::text(StatusCode::OK, "ready\n")
+    }
+}
+
+#[async_trait]
+impl ServeHttp for AdminApp {
+    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+        let answer = match session.req_header().uri.path() {
+            "/metrics" => self.metrics(),
+            "/healthz" => Answer::text(StatusCode::OK, "ok\n"),
+            "/readyz" => self.readiness().await,
+            _ => Answer::text(StatusCode::NOT_FOUND, "not found\n"),
+        };
+        let length = answer.body.len();
+        let mut response = Response::new(answer.body);
+        *response.status_mut() = answer.status;
+        let headers = response.headers_mut();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(answer.content_type),
+        );
+        headers.insert(
+            http::header::CONTENT_LENGTH,
+            http::HeaderValue::from(length),
+        );
+        response
+    }
+}
