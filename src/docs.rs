@@ -100,7 +100,7 @@ impl Docs {
             .map_err(|e| bad_gateway(e.to_string()))?;
         req.insert_header("accept", "application/json")
             .map_err(|e| bad_gateway(e.to_string()))?;
-        let timeout = self.upstreams.connect_timeout * 10;
+        let timeout = self.upstreams.timeouts.docs_fetch;
         let peer = self.upstreams.peer(backend, timeout);
         let reply = self
             .upstreams

@@ -126,7 +126,7 @@ impl ProxyHttp for Gateway {
             .attempt
             .pick(&self.upstreams)
             .map_err(GatewayError::into_pingora)?;
-        let read_timeout = self.upstreams.read_timeout;
+        let read_timeout = self.upstreams.timeouts.read;
         Ok(Box::new(self.upstreams.peer(&backend, read_timeout)))
     }
 
@@ -373,10 +373,7 @@ impl Gateway {
         status: u16,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        let timeout = self
-            .upstreams
-            .connect_timeout
-            .max(std::time::Duration::from_secs(1));
+        let timeout = self.upstreams.timeouts.standby_probe;
         let state = health::probe(&self.upstreams, backend, timeout).await;
         if !ctx.attempt.on_probe(state == BackendState::Active) {
             return Ok(());

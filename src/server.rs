@@ -87,11 +87,12 @@ pub fn build(config: Config) -> Result<Server, StartError> {
     let state_dir = &server_config.state_dir;
     secrets::ensure_private_dir(state_dir).map_err(StartError::StateDir)?;
 
-    let secret = match &auth_config.secret_file {
-        Some(path) => secrets::read_secret(path),
-        None => secrets::read_or_create(&state_dir.join("jwt-secret")),
-    }
-    .map_err(StartError::Secret)?;
+    let secret = match auth_config.secret {
+        Some(secret) => secret,
+        None => {
+            secrets::read_or_create(&state_dir.join("jwt-secret")).map_err(StartError::Secret)?
+        }
+    };
 
     let (user_specs, created) = bootstrap::ensure_admin(users.users, state_dir)?;
     if let Some(path) = created {
@@ -106,7 +107,7 @@ pub fn build(config: Config) -> Result<Server, StartError> {
 
     let certificate = match &server_config.tls {
         TlsMode::Off => None,
-        TlsMode::Files { cert, key } => Some(tls::load_certified_key(cert, key)?),
+        TlsMode::Files { certified, .. } => Some(certified.clone()),
         TlsMode::Generated => {
             let paths = tls::ensure_generated(state_dir)?;
             tracing::info!(cert = %paths.cert.display(), ca = %paths.ca.display(), "using the generated certificate; clients can trust the CA file");

@@ -57,11 +57,6 @@ impl GeneratedPaths {
     }
 }
 
-/// Checks that `cert` and `key` load and belong together (used by config validation).
-pub fn check_files(cert: &Path, key: &Path) -> Result<(), TlsError> {
-    load_certified_key(cert, key).map(|_| ())
-}
-
 /// Loads a PEM chain and its private key, refusing a key that does not match.
 pub fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
     pingora::tls::install_default_crypto_provider();
@@ -213,7 +208,7 @@ mod tests {
     #[test]
     fn missing_files_are_an_error_not_a_panic() {
         let dir = tempfile::tempdir().unwrap();
-        let err = check_files(&dir.path().join("c.pem"), &dir.path().join("k.pem"));
+        let err = load_certified_key(&dir.path().join("c.pem"), &dir.path().join("k.pem"));
         assert!(matches!(err, Err(TlsError::Read { .. })));
     }
 }

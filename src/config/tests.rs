@@ -1,5 +1,7 @@
 use super::*;
-use crate::users::{Permission, Scope};
+use std::time::Duration;
+
+use crate::users::{Permission, Role, Scope};
 
 fn dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
@@ -19,7 +21,7 @@ fn empty_file_gives_the_documented_defaults() {
     let d = dir();
     let c = parse("", d.path()).unwrap();
     assert_eq!(c.server.listen.to_string(), "0.0.0.0:8443");
-    assert_eq!(c.server.tls, TlsMode::Generated);
+    assert!(matches!(c.server.tls, TlsMode::Generated));
     assert_eq!(c.server.state_dir, d.path().join("state"));
     assert_eq!(c.metrics.listen.to_string(), "127.0.0.1:9464");
     assert_eq!(c.api.vendor, "ceph");
@@ -113,7 +115,7 @@ fn unreadable_certificate_files_are_refused() {
 fn tls_off_ignores_certificate_settings() {
     let d = dir();
     let c = parse("[server]\ntls = false", d.path()).unwrap();
-    assert_eq!(c.server.tls, TlsMode::Off);
+    assert!(matches!(c.server.tls, TlsMode::Off));
 }
 
 #[test]
@@ -273,4 +275,21 @@ fn open_operations_must_be_public_in_the_table() {
     assert!(parse(&text, d.path())
         .unwrap_err()
         .mentions("access.open_operations[0]"));
+}
+
+#[test]
+fn every_upstream_timeout_is_derived_once_from_the_two_settings() {
+    let t = Timeouts::derive(Duration::from_millis(2000), Duration::from_secs(450));
+    assert_eq!(t.connect, Duration::from_secs(2));
+    assert_eq!(t.read, Duration::from_secs(450));
+    assert_eq!(t.write, Duration::from_secs(10));
+    assert_eq!(t.health_probe, Duration::from_secs(4));
+    assert_eq!(t.standby_probe, Duration::from_secs(2));
+    assert_eq!(t.login_answer, Duration::from_secs(10));
+    assert_eq!(t.login, Duration::from_secs(10));
+    assert_eq!(t.docs_fetch, Duration::from_secs(20));
+    // Short connect timeouts keep their floors.
+    let short = Timeouts::derive(Duration::from_millis(100), Duration::from_secs(1));
+    assert_eq!(short.health_probe, Duration::from_secs(1));
+    assert_eq!(short.standby_probe, Duration::from_secs(1));
 }

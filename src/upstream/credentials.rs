@@ -146,12 +146,7 @@ impl ServiceAccount {
             .map_err(header)?;
         req.insert_header("content-length", body.len().to_string())
             .map_err(header)?;
-        let peer = upstreams.peer(
-            backend,
-            upstreams
-                .connect_timeout
-                .max(std::time::Duration::from_secs(10)),
-        );
+        let peer = upstreams.peer(backend, upstreams.timeouts.login_answer);
         let reply = upstreams
             .client
             .send(
@@ -159,7 +154,7 @@ impl ServiceAccount {
                 req,
                 Some(Bytes::from(body)),
                 MAX_LOGIN_REPLY,
-                upstreams.connect_timeout * 5,
+                upstreams.timeouts.login,
             )
             .await?;
         match reply.status() {

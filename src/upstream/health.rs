@@ -56,16 +56,12 @@ pub struct HealthChecker {
 }
 
 impl HealthChecker {
-    fn probe_timeout(&self) -> Duration {
-        (self.upstreams.connect_timeout * 2).max(Duration::from_secs(1))
-    }
-
     pub async fn check_all(&self) {
         let mut probes = tokio::task::JoinSet::new();
         for backend in self.upstreams.backends() {
             let upstreams = self.upstreams.clone();
             let backend = backend.clone();
-            let timeout = self.probe_timeout();
+            let timeout = self.upstreams.timeouts.health_probe;
             probes.spawn(async move {
                 let state = probe(&upstreams, &backend, timeout).await;
                 (backend, state)

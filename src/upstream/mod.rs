@@ -19,7 +19,7 @@ use pingora::utils::tls::WrappedX509;
 pub use attempt::{Attempt, ErrorVerdict, ResponseVerdict, Tried};
 pub use client::{Client, ClientError};
 
-use crate::config::{BackendUrl, UpstreamConfig, UpstreamTrust};
+use crate::config::{BackendUrl, Timeouts, UpstreamConfig, UpstreamTrust};
 
 /// What a backend was last seen to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,8 +86,7 @@ pub struct Upstreams {
     backends: Vec<Arc<Backend>>,
     ca: Option<Arc<[WrappedX509]>>,
     insecure: bool,
-    pub connect_timeout: Duration,
-    pub read_timeout: Duration,
+    pub timeouts: Timeouts,
     pub health_path: String,
     pub max_body_bytes: usize,
     pub client: Client,
@@ -123,8 +122,7 @@ impl Upstreams {
             backends,
             ca,
             insecure: config.trust == UpstreamTrust::InsecureSkipVerify,
-            connect_timeout: config.connect_timeout,
-            read_timeout: config.read_timeout,
+            timeouts: config.timeouts,
             health_path: config.health_path.clone(),
             max_body_bytes: config.max_body_bytes,
             client: Client::new(),
@@ -137,8 +135,8 @@ impl Upstreams {
             backends: Vec::new(),
             ca: None,
             insecure: false,
-            connect_timeout: Duration::ZERO,
-            read_timeout: Duration::ZERO,
+            // Never used: nothing is forwarded without backends.
+            timeouts: Timeouts::derive(Duration::ZERO, Duration::ZERO),
             health_path: String::new(),
             max_body_bytes: 0,
             client: Client::new(),
@@ -183,10 +181,10 @@ impl Upstreams {
             String::new()
         };
         let mut peer = HttpPeer::new(backend.addr, backend.url.tls, sni);
-        peer.options.connection_timeout = Some(self.connect_timeout);
+        peer.options.connection_timeout = Some(self.timeouts.connect);
         peer.options.read_timeout = Some(read_timeout);
-        peer.options.write_timeout = Some(self.connect_timeout.max(Duration::from_secs(10)));
-        peer.options.idle_timeout = Some(Duration::from_secs(60));
+        peer.options.write_timeout = Some(self.timeouts.write);
+        peer.options.idle_timeout = Some(self.timeouts.idle);
         if backend.url.tls {
             peer.options.ca = self.ca.clone();
             if self.insecure {

@@ -1,0 +1,96 @@
+//! From TOML text to the file structs, section by section, so that one section's problem
+//! (an unknown key, a wrong type) does not hide the others'; and the place the text came
+//! from, against which problems are reported and relative paths resolved.
+
+use std::path::{Path, PathBuf};
+
+use super::file::FileConfig;
+use super::ConfigErrors;
+
+/// The file being validated: where its problems are reported, and the folder its relative
+/// paths resolve against.
+pub(super) struct Source<'a> {
+    pub file: &'a Path,
+    pub dir: &'a Path,
+}
+
+impl Source<'_> {
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        let path = Path::new(path);
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.dir.join(path)
+        }
+    }
+}
+
+/// Unknown keys are reported and skipped; a section of the wrong type falls back to its
+/// defaults after its problem is reported. `None`: the text is not TOML.
+pub(super) fn sections(text: &str, source: &Path, errors: &mut ConfigErrors) -> Option<FileConfig> {
+    let mut table: toml::Table = match text.parse() {
+        Ok(table) => table,
+        Err(e) => {
+            errors.push_toml(source, text, &e);
+            return None;
+        }
+    };
+    let mut section = |name: &str| table.remove(name);
+    let file = FileConfig {
+        server: typed_section(errors, source, "server", section("server")).unwrap_or_default(),
+        metrics: typed_section(errors, source, "metrics", section("metrics")).unwrap_or_default(),
+        api: typed_section(errors, source, "api", section("api")).unwrap_or_default(),
+        auth: typed_section(errors, source, "auth", section("auth")).unwrap_or_default(),
+        upstream: typed_section(errors, source, "upstream", section("upstream")),
+        access: typed_section(errors, source, "access", section("access")).unwrap_or_default(),
+    };
+    for key in table.keys() {
+        errors.push(
+            source,
+            key.as_str(),
+            "unknown section or key (sections: server, metrics, api, auth, upstream, access)",
+        );
+    }
+    Some(file)
+}
+
+/// One section as its struct; `None` when absent or unusable (its problems are reported).
+fn typed_section<T: serde::de::DeserializeOwned>(
+    errors: &mut ConfigErrors,
+    source: &Path,
+    name: &str,
+    value: Option<toml::Value>,
+) -> Option<T> {
+    let mut value = value?;
+    // Each pass removes one unknown key; a section has only so many keys.
+    for _ in 0..=64 {
+        match value.clone().try_into::<T>() {
+            Ok(parsed) => return Some(parsed),
+            Err(e) => {
+                let message = e.message().trim().to_string();
+                let unknown = message
+                    .strip_prefix("unknown field `")
+                    .and_then(|rest| rest.split_once('`'))
+                    .map(|(key, _)| key.to_string());
+                let removed = match (&unknown, value.as_table_mut()) {
+                    (Some(key), Some(table)) => table.remove(key).is_some(),
+                    _ => false,
+                };
+                match unknown {
+                    Some(key) if removed => {
+                        errors.push(
+                            source,
+                            format!("{name}.{key}"),
+                            format!("unknown key; {message}"),
+                        );
+                    }
+                    _ => {
+                        errors.push(source, name, message);
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,149 @@
+//! `[server]` and `[metrics]`: where the gateway listens, its TLS, its threads, its state
+//! directory, and the admin listener.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pingora::tls::sign::CertifiedKey;
+
+use super::file::{MetricsSection, ServerSection};
+use super::parse::Source;
+use super::upstream::parse_base_url;
+use super::ConfigErrors;
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub tls: TlsMode,
+    pub state_dir: PathBuf,
+    /// Worker threads for the proxy service.
+    pub threads: usize,
+    /// How long SIGTERM waits for in-flight requests (pingora's default is 300 s).
+    pub shutdown_grace: Duration,
+    /// The gateway's address as clients see it (for the docs' `servers`); `None`: "/".
+    pub public_url: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum TlsMode {
+    /// Plain HTTP, behind a TLS-terminating balancer.
+    Off,
+    /// A certificate chain and key the operator provides, loaded and matched once.
+    Files {
+        cert: PathBuf,
+        key: PathBuf,
+        certified: Arc<CertifiedKey>,
+    },
+    /// A certificate generated into `state_dir/tls` on first start and reused.
+    Generated,
+}
+
+#[derive(Debug, Clone)]
+pub struct MetricsConfig {
+    pub listen: SocketAddr,
+}
+
+/// `[server]` and `[metrics]`; `None` when a problem was reported.
+pub(super) fn validate(
+    errors: &mut ConfigErrors,
+    at: &Source<'_>,
+    server: ServerSection,
+    metrics: MetricsSection,
+) -> Option<(ServerConfig, MetricsConfig)> {
+    let f = at.file;
+    let listen = parse_addr(errors, f, "server.listen", &server.listen);
+    let metrics_listen = parse_addr(errors, f, "metrics.listen", &metrics.listen);
+    if let (Some(a), Some(b)) = (listen, metrics_listen) {
+        if a.port() == b.port()
+            && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+        {
+            errors.push(f, "metrics.listen", "must differ from server.listen");
+        }
+    }
+    let tls = tls_mode(errors, at, &server);
+    let threads = server.threads.unwrap_or_else(default_threads);
+    if threads == 0 {
+        errors.push(f, "server.threads", "must be at least 1");
+    }
+    if let Some(url) = &server.public_url {
+        if parse_base_url(url).is_none() {
+            errors.push(
+                f,
+                "server.public_url",
+                format!(
+                    "{url:?} is not an absolute http(s) URL like \"https://ceph.example.com:8443\""
+                ),
+            );
+        }
+    }
+    let server = ServerConfig {
+        listen: listen?,
+        tls: tls?,
+        state_dir: at.resolve(&server.state_dir),
+        threads,
+        shutdown_grace: Duration::from_secs(server.shutdown_grace_seconds),
+        public_url: server.public_url,
+    };
+    let metrics = MetricsConfig {
+        listen: metrics_listen?,
+    };
+    Some((server, metrics))
+}
+
+/// The number of cores, as pingora and the password hasher size themselves by it.
+pub(super) fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn parse_addr(
+    errors: &mut ConfigErrors,
+    f: &std::path::Path,
+    key: &str,
+    value: &str,
+) -> Option<SocketAddr> {
+    match value.parse() {
+        Ok(addr) => Some(addr),
+        Err(_) => {
+            errors.push(
+                f,
+                key,
+                format!("{value:?} is not an address like \"0.0.0.0:8443\" or \"[::]:8443\""),
+            );
+            None
+        }
+    }
+}
+
+fn tls_mode(errors: &mut ConfigErrors, at: &Source<'_>, server: &ServerSection) -> Option<TlsMode> {
+    let f = at.file;
+    if !server.tls {
+        return Some(TlsMode::Off);
+    }
+    match (&server.cert_file, &server.key_file) {
+        (None, None) => Some(TlsMode::Generated),
+        (Some(cert), Some(key)) => {
+            let (cert, key) = (at.resolve(cert), at.resolve(key));
+            match crate::tls::load_certified_key(&cert, &key) {
+                Ok(certified) => Some(TlsMode::Files {
+                    cert,
+                    key,
+                    certified,
+                }),
+                Err(e) => {
+                    errors.push(f, "server.cert_file", format!("{e}"));
+                    None
+                }
+            }
+        }
+        (Some(_), None) => {
+            errors.push(f, "server.key_file", "must be set together with server.cert_file (or remove both to generate a certificate)");
+            None
+        }
+        (None, Some(_)) => {
+            errors.push(f, "server.cert_file", "must be set together with server.key_file (or remove both to generate a certificate)");
+            None
+        }
+    }
+}

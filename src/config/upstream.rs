@@ -1,0 +1,266 @@
+//! `[upstream]`: the dashboards behind the gateway, its account on them, how their TLS is
+//! verified, and every time limit on the gateway's exchanges with them ([`Timeouts`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::file::UpstreamSection;
+use super::parse::Source;
+use super::ConfigErrors;
+use crate::secrets::Secret;
+
+/// The dashboards behind the gateway, and how to talk to them.
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    pub servers: Vec<BackendUrl>,
+    pub health_path: String,
+    pub health_interval: Duration,
+    /// The gateway's own account on the dashboards.
+    pub username: String,
+    pub password: Secret,
+    pub trust: UpstreamTrust,
+    pub docs_path: String,
+    pub docs_refresh: Duration,
+    pub timeouts: Timeouts,
+    pub max_body_bytes: usize,
+}
+
+/// Every time limit on the gateway's exchanges with the dashboards, derived once from
+/// `upstream.connect_timeout_ms` and `upstream.read_timeout_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Connecting to a dashboard (`connect_timeout_ms`).
+    pub connect: Duration,
+    /// Waiting for a forwarded request's answer (`read_timeout_ms`): some dashboard
+    /// operations take minutes.
+    pub read: Duration,
+    /// Writing a request to a dashboard: the connect timeout, at least 10 s (a body takes
+    /// longer to send than a handshake).
+    pub write: Duration,
+    /// How long an idle connection to a dashboard is kept for reuse.
+    pub idle: Duration,
+    /// A background health check: twice the connect timeout, at least 1 s.
+    pub health_probe: Duration,
+    /// Re-checking a dashboard that answered a request with a redirect or an error, while
+    /// that request waits: the connect timeout, at least 1 s.
+    pub standby_probe: Duration,
+    /// Waiting for the answer to the service account's login: the connect timeout, at
+    /// least 10 s (the dashboard hashes the password first).
+    pub login_answer: Duration,
+    /// A whole service-account login: five connect timeouts.
+    pub login: Duration,
+    /// Fetching the API document (a large answer): ten connect timeouts.
+    pub docs_fetch: Duration,
+}
+
+impl Timeouts {
+    pub fn derive(connect: Duration, read: Duration) -> Timeouts {
+        Timeouts {
+            connect,
+            read,
+            write: connect.max(Duration::from_secs(10)),
+            idle: Duration::from_secs(60),
+            health_probe: (connect * 2).max(Duration::from_secs(1)),
+            standby_probe: connect.max(Duration::from_secs(1)),
+            login_answer: connect.max(Duration::from_secs(10)),
+            login: connect * 5,
+            docs_fetch: connect * 10,
+        }
+    }
+}
+
+/// One dashboard's base URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendUrl {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+}
+
+impl BackendUrl {
+    /// `scheme://host:port`, as the dashboard writes its own address.
+    pub fn base(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        if self.host.contains(':') {
+            format!("{scheme}://[{}]:{}", self.host, self.port)
+        } else {
+            format!("{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// How https backends are verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamTrust {
+    /// The system's trust store.
+    System,
+    /// These CA certificates (DER), from `ca_file`.
+    CaFile {
+        path: PathBuf,
+        certificates: Vec<Vec<u8>>,
+    },
+    /// No verification: an explicit opt-in, logged at start.
+    InsecureSkipVerify,
+}
+
+/// `http(s)://host[:port][/]`: the parts of a base URL, without a path.
+pub(super) fn parse_base_url(text: &str) -> Option<BackendUrl> {
+    let uri: http::Uri = text.parse().ok()?;
+    let tls = match uri.scheme_str()? {
+        "http" => false,
+        "https" => true,
+        _ => return None,
+    };
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return None;
+    }
+    let host = uri
+        .host()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    Some(BackendUrl { tls, host, port })
+}
+
+/// `[upstream]`; `None` when a problem was reported.
+pub(super) fn validate(
+    errors: &mut ConfigErrors,
+    at: &Source<'_>,
+    u: UpstreamSection,
+) -> Option<UpstreamConfig> {
+    let before = errors.0.len();
+    let servers = servers(errors, at, &u.servers);
+    check_values(errors, at, &u);
+    let password = password(errors, at, &u.password_file);
+    let trust = trust(errors, at, u.ca_file.as_deref(), u.insecure_skip_verify);
+    if errors.0.len() > before {
+        return None;
+    }
+    Some(UpstreamConfig {
+        servers,
+        health_path: u.health_path,
+        health_interval: Duration::from_millis(u.health_interval_ms),
+        username: u.username,
+        password: password?,
+        trust: trust?,
+        docs_path: u.docs_path,
+        docs_refresh: Duration::from_secs(u.docs_refresh_seconds),
+        timeouts: Timeouts::derive(
+            Duration::from_millis(u.connect_timeout_ms),
+            Duration::from_millis(u.read_timeout_ms),
+        ),
+        max_body_bytes: u.max_body_bytes,
+    })
+}
+
+fn servers(errors: &mut ConfigErrors, at: &Source<'_>, texts: &[String]) -> Vec<BackendUrl> {
+    let f = at.file;
+    if texts.is_empty() {
+        errors.push(
+            f,
+            "upstream.servers",
+            "list at least one dashboard, like [\"http://127.0.0.1:8080\"] (or remove [upstream])",
+        );
+    }
+    let mut servers = Vec::with_capacity(texts.len());
+    for (i, text) in texts.iter().enumerate() {
+        match parse_base_url(text) {
+            Some(url) if servers.contains(&url) => errors.push(f, format!("upstream.servers[{i}]"), format!("{text:?} is listed twice")),
+            Some(url) => servers.push(url),
+            None => errors.push(f, format!("upstream.servers[{i}]"), format!("{text:?} is not a base URL like \"http://127.0.0.1:8080\" (scheme, host, port; no path)")),
+        }
+    }
+    servers
+}
+
+/// Paths, intervals, timeouts, the body bound and the account name.
+fn check_values(errors: &mut ConfigErrors, at: &Source<'_>, u: &UpstreamSection) {
+    let f = at.file;
+    for (key, path) in [
+        ("upstream.health_path", &u.health_path),
+        ("upstream.docs_path", &u.docs_path),
+    ] {
+        if !path.starts_with('/') {
+            errors.push(f, key, format!("{path:?} must start with '/'"));
+        }
+    }
+    for (key, value) in [
+        ("upstream.health_interval_ms", u.health_interval_ms),
+        ("upstream.connect_timeout_ms", u.connect_timeout_ms),
+        ("upstream.read_timeout_ms", u.read_timeout_ms),
+        ("upstream.docs_refresh_seconds", u.docs_refresh_seconds),
+    ] {
+        if value == 0 {
+            errors.push(f, key, "must be > 0");
+        }
+    }
+    if u.max_body_bytes == 0 {
+        errors.push(f, "upstream.max_body_bytes", "must be > 0");
+    }
+    if u.username.is_empty() {
+        errors.push(
+            f,
+            "upstream.username",
+            "must name the gateway's account on the dashboards",
+        );
+    }
+}
+
+fn password(errors: &mut ConfigErrors, at: &Source<'_>, file: &str) -> Option<Secret> {
+    let path = at.resolve(file);
+    match std::fs::read_to_string(&path) {
+        Ok(text) if !text.trim_end_matches(['\n', '\r']).is_empty() => Some(Secret::new(
+            text.trim_end_matches(['\n', '\r']).as_bytes().to_vec(),
+        )),
+        Ok(_) => {
+            errors.push(
+                at.file,
+                "upstream.password_file",
+                format!("{} is empty", path.display()),
+            );
+            None
+        }
+        Err(e) => {
+            errors.push(
+                at.file,
+                "upstream.password_file",
+                format!(
+                    "cannot read {}: {e} (write the service account's password there)",
+                    path.display()
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn trust(
+    errors: &mut ConfigErrors,
+    at: &Source<'_>,
+    ca_file: Option<&str>,
+    insecure: bool,
+) -> Option<UpstreamTrust> {
+    match (ca_file, insecure) {
+        (Some(_), true) => {
+            errors.push(
+                at.file,
+                "upstream.insecure_skip_verify",
+                "cannot be combined with ca_file: remove one",
+            );
+            None
+        }
+        (None, true) => Some(UpstreamTrust::InsecureSkipVerify),
+        (None, false) => Some(UpstreamTrust::System),
+        (Some(ca), false) => {
+            let path = at.resolve(ca);
+            match crate::tls::read_ca_file(&path) {
+                Ok(certificates) => Some(UpstreamTrust::CaFile { path, certificates }),
+                Err(e) => {
+                    errors.push(at.file, "upstream.ca_file", e.to_string());
+                    None
+                }
+            }
+        }
+    }
+}
