@@ -9,8 +9,9 @@ set -euo pipefail
 
 want=(cmake gcc make)
 if [[ "${1:-}" == "--test" ]]; then
-  # curl for the dashboard harness; Chromium and Node for the browser tests.
-  want+=(curl chromium nodejs)
+  # curl for the dashboard harness; Chromium and Node for the browser tests; Redis and
+  # HAProxy for the tests of several gateways.
+  want+=(curl chromium nodejs redis-server haproxy)
 fi
 
 missing=()

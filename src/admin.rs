@@ -10,13 +10,13 @@ use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 
 use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 use crate::state::Stores;
-use crate::upstream::Upstreams;
 
 /// The admin listener's application.
 pub struct AdminApp {
     pub metrics: Arc<Metrics>,
-    pub upstreams: Arc<Upstreams>,
+    pub readiness: Arc<Readiness>,
     pub stores: Stores,
 }
 
@@ -39,6 +39,7 @@ impl Answer {
 
 impl AdminApp {
     fn metrics(&self) -> Answer {
+        self.metrics.observe_state(&self.stores.health);
         match self.metrics.render() {
             Ok(body) => Answer {
                 status: StatusCode::OK,
@@ -53,11 +54,9 @@ impl AdminApp {
     }
 
     async fn readiness(&self) -> Answer {
-        if !self.upstreams.serving() {
-            return Answer::text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "no active dashboard backend\n",
-            );
+        if let Err(not_ready) = self.readiness.check() {
+            let body = format!("{not_ready}\n");
+            return Answer::text(StatusCode::SERVICE_UNAVAILABLE, &body);
         }
         if let Err(e) = self.stores.ready().await {
             tracing::warn!(error = %e, "not ready: a state store does not answer");

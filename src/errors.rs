@@ -200,7 +200,7 @@ impl From<StateError> for GatewayError {
     fn from(e: StateError) -> Self {
         tracing::error!(error = %e, "state store failed");
         GatewayError::Unavailable {
-            detail: "authentication state is unavailable".into(),
+            detail: "session store unavailable".into(),
         }
     }
 }

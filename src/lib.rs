@@ -28,6 +28,7 @@ mod keepalive;
 mod metrics;
 mod paths;
 mod proxy;
+mod readiness;
 mod request;
 mod respond;
 mod routes;

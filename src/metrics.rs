@@ -4,11 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 use crate::routes::Route;
+use crate::state::StoreHealth;
 
 /// The gateway's metrics, registered once at start-up.
 pub struct Metrics {
@@ -22,6 +23,8 @@ pub struct Metrics {
     upstream_requests: IntCounterVec,
     upstream_duration: HistogramVec,
     upstream_logins: IntCounterVec,
+    state_up: IntGauge,
+    state_errors: IntCounter,
 }
 
 /// How a login ended, as the `result` label says it.
@@ -115,6 +118,16 @@ impl Metrics {
             ),
             &["result"],
         )?;
+        let state_up = IntGauge::new(
+            "clustergate_state_up",
+            "1 while the state store answers and the revocations follow it",
+        )?;
+        let state_errors = IntCounter::new(
+            "clustergate_state_errors_total",
+            "State store commands that failed or timed out",
+        )?;
+        registry.register(Box::new(state_up.clone()))?;
+        registry.register(Box::new(state_errors.clone()))?;
         registry.register(Box::new(upstream_up.clone()))?;
         registry.register(Box::new(upstream_requests.clone()))?;
         registry.register(Box::new(upstream_duration.clone()))?;
@@ -135,6 +148,8 @@ impl Metrics {
             upstream_requests,
             upstream_duration,
             upstream_logins,
+            state_up,
+            state_errors,
         }))
     }
 
@@ -202,6 +217,15 @@ impl Metrics {
 
     pub fn upstream_login(&self, result: &'static str) {
         self.upstream_logins.with_label_values(&[result]).inc();
+    }
+
+    /// Reads the state store's health into its metrics (at each scrape: the store keeps
+    /// its own counts, so the request path pays nothing for them).
+    pub fn observe_state(&self, health: &StoreHealth) {
+        self.state_up.set(i64::from(health.up()));
+        let counted = self.state_errors.get();
+        self.state_errors
+            .inc_by(health.errors().saturating_sub(counted));
     }
 
     /// Every metric in Prometheus' text format.

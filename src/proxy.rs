@@ -30,6 +30,7 @@ use crate::errors::GatewayError;
 use crate::forward::{self, Forward};
 use crate::metrics::Metrics;
 use crate::paths;
+use crate::readiness::Readiness;
 use crate::request;
 use crate::respond::{self, LocalResponse};
 use crate::routes::Route;
@@ -50,6 +51,8 @@ pub struct Gateway {
     /// The API description; `None` without backends to fetch it from.
     pub docs: Option<Docs>,
     pub metrics: Arc<Metrics>,
+    /// What the token check tells balancers.
+    pub readiness: Arc<Readiness>,
     /// Whether clients reach this listener over TLS.
     pub tls: bool,
 }
@@ -361,7 +364,7 @@ impl Gateway {
         let body = request::read_body(session, auth::BODY_LIMIT).await?;
         let req = AuthRequest::of(session.req_header(), body);
         self.auth
-            .answer(route, &req, unix_now(), self.upstreams.serving())
+            .answer(route, &req, unix_now(), self.readiness.check().is_ok())
             .await
     }
 

@@ -3,26 +3,31 @@
 //! admin) happens here, once, before any listener opens.
 
 use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
 use std::sync::Arc;
 
 use pingora::listeners::{L4BufferSettings, ListenerConfig};
+use pingora::proxy::HttpProxy;
 use pingora::server::configuration::ServerConf;
-use pingora::server::Server;
+use pingora::server::{RunArgs, Server};
 use pingora::services::listening::Service;
+use pingora::tls::sign::CertifiedKey;
 
 use pingora::services::background::background_service;
 
 use crate::access::{AccessTable, Admission};
 use crate::admin::AdminApp;
 use crate::auth::Auth;
-use crate::config::{Config, TlsMode, UpstreamConfig, UpstreamTrust};
+use crate::config::{
+    AccessConfig, Config, ServerConfig, TlsMode, UpstreamConfig, UpstreamTrust, UsersConfig,
+};
 use crate::docs::Docs;
 use crate::keepalive::LeanKeepalive;
 use crate::metrics::Metrics;
 use crate::proxy::Gateway;
+use crate::readiness::{DrainThenStop, Readiness};
 use crate::secrets::{self, SecretError};
-use crate::state::StateConfig;
-use crate::state::Stores;
+use crate::state::{StateError, Stores};
 use crate::tls::{self, TlsError};
 use crate::tokens::TokenService;
 use crate::upstream::credentials::ServiceAccount;
@@ -49,6 +54,8 @@ pub enum StartError {
     Metrics(#[from] prometheus::Error),
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+    #[error("state: {0}")]
+    State(StateError),
     #[error("{key}: cannot listen on {addr}: {source}")]
     Bind {
         key: &'static str,
@@ -66,14 +73,18 @@ const CLIENT_CONNECTION_BUFFERS: L4BufferSettings = L4BufferSettings {
     write: None,
 };
 
-/// Runs the gateway until a signal stops it; only returns on a start-up error.
+/// Runs the gateway until a signal stops it (after draining, on SIGTERM); returns an error
+/// only when it cannot start.
 pub fn run(config: Config) -> Result<(), StartError> {
-    let server = build(config)?;
-    server.run_forever()
+    let (server, shutdown) = build(config)?;
+    server.run(RunArgs {
+        shutdown_signal: Box::new(shutdown),
+    });
+    Ok(())
 }
 
-/// Builds the pingora server with its services, ready to run.
-pub fn build(config: Config) -> Result<Server, StartError> {
+/// Builds the pingora server with its services, and what stops it.
+fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
     let Config {
         source: _,
         server: server_config,
@@ -83,44 +94,24 @@ pub fn build(config: Config) -> Result<Server, StartError> {
         users,
         upstream,
         access,
+        state,
     } = config;
     let state_dir = &server_config.state_dir;
     secrets::ensure_private_dir(state_dir).map_err(StartError::StateDir)?;
-
-    let secret = match auth_config.secret {
+    let secret = match auth_config.secret.clone() {
         Some(secret) => secret,
         None => {
             secrets::read_or_create(&state_dir.join("jwt-secret")).map_err(StartError::Secret)?
         }
     };
-
-    let (user_specs, created) = bootstrap::ensure_admin(users.users, state_dir)?;
-    if let Some(path) = created {
-        tracing::warn!(
-            password_file = %path.display(),
-            users_file = %users.file.display(),
-            "no enabled user is configured: user 'admin' (administrator) can log in with the password in password_file; add users to users_file to replace it"
-        );
-    }
-    let user_db = UserDb::new(user_specs);
-    tracing::info!(users = user_db.len(), "users loaded");
-
-    let certificate = match &server_config.tls {
-        TlsMode::Off => None,
-        TlsMode::Files { certified, .. } => Some(certified.clone()),
-        TlsMode::Generated => {
-            let paths = tls::ensure_generated(state_dir)?;
-            tracing::info!(cert = %paths.cert.display(), ca = %paths.ca.display(), "using the generated certificate; clients can trust the CA file");
-            Some(tls::load_certified_key(&paths.cert, &paths.key)?)
-        }
-    };
-
+    let user_db = user_db(users, state_dir)?;
+    let certificate = certificate(&server_config.tls, state_dir)?;
     check_free("server.listen", server_config.listen)?;
     check_free("metrics.listen", metrics_config.listen)?;
 
     let metrics = Metrics::new(prometheus::default_registry())?;
     let tls_on = certificate.is_some();
-    let stores = StateConfig::Memory.build();
+    let stores = state.build().map_err(StartError::State)?;
     let auth = Arc::new(Auth {
         users: user_db,
         tokens: TokenService::new(&secret, auth_config.issuer, auth_config.token_ttl),
@@ -147,37 +138,20 @@ pub fn build(config: Config) -> Result<Server, StartError> {
             None
         }
     };
-    let table = AccessTable::new(&access.operations);
-    tracing::info!(
-        operations = table.len(),
-        file = %access.scopes_file.display(),
-        ceph_version = access.ceph_version.as_deref().unwrap_or("unknown"),
-        "scope table loaded"
-    );
     let account_name = dashboards.as_ref().map(|d| d.account_name.as_str());
-    let admission = Admission::new(table, auth.clone(), api.vendor.clone(), account_name);
-
-    let grace = server_config.shutdown_grace.as_secs();
-    let conf = ServerConf {
-        threads: server_config.threads,
-        grace_period_seconds: Some(grace),
-        graceful_shutdown_timeout_seconds: Some(grace),
-        pid_file: state_dir
-            .join("clustergate.pid")
-            .to_string_lossy()
-            .into_owned(),
-        upgrade_sock: state_dir
-            .join("upgrade.sock")
-            .to_string_lossy()
-            .into_owned(),
-        ..ServerConf::default()
-    };
-    let mut server = Server::new_with_opt_and_conf(None, conf);
-    server.bootstrap();
-
+    let admission = Admission::new(
+        table(&access),
+        auth.clone(),
+        api.vendor.clone(),
+        account_name,
+    );
     let upstreams = dashboards
         .as_ref()
         .map_or_else(|| Arc::new(Upstreams::none()), |d| d.upstreams.clone());
+    let readiness = Arc::new(Readiness::new(upstreams.clone(), stores.health.clone()));
+
+    let mut server = Server::new_with_opt_and_conf(None, server_conf(&server_config));
+    server.bootstrap();
     let health = dashboards.as_ref().map(|d| HealthChecker {
         upstreams: d.upstreams.clone(),
         account: d.account.clone(),
@@ -191,40 +165,116 @@ pub fn build(config: Config) -> Result<Server, StartError> {
     let gateway = Gateway {
         auth,
         admission,
-        upstreams: upstreams.clone(),
+        upstreams,
         account,
         docs,
         metrics: metrics.clone(),
+        readiness: readiness.clone(),
         tls: tls_on,
     };
+    server.add_service(proxy_service(
+        &server,
+        gateway,
+        server_config.listen,
+        certificate,
+    )?);
+    let admin = AdminApp {
+        metrics,
+        readiness: readiness.clone(),
+        stores: stores.clone(),
+    };
+    server.add_service(admin_service(admin, metrics_config.listen));
+    if let Some(health) = health {
+        server.add_service(background_service("dashboard health checks", health));
+    }
+    if let Some(feed) = stores.feed {
+        server.add_service(background_service("revocation feed", feed));
+    }
+    let shutdown = DrainThenStop {
+        readiness,
+        drain: server_config.drain,
+    };
+    Ok((server, shutdown))
+}
+
+fn server_conf(server: &ServerConfig) -> ServerConf {
+    let grace = server.shutdown_grace.as_secs();
+    let in_state_dir = |name: &str| server.state_dir.join(name).to_string_lossy().into_owned();
+    ServerConf {
+        threads: server.threads,
+        grace_period_seconds: Some(grace),
+        graceful_shutdown_timeout_seconds: Some(grace),
+        pid_file: in_state_dir("clustergate.pid"),
+        upgrade_sock: in_state_dir("upgrade.sock"),
+        ..ServerConf::default()
+    }
+}
+
+/// The users, with the initial admin created first when none is enabled.
+fn user_db(users: UsersConfig, state_dir: &Path) -> Result<UserDb, StartError> {
+    let (user_specs, created) = bootstrap::ensure_admin(users.users, state_dir)?;
+    if let Some(path) = created {
+        tracing::warn!(
+            password_file = %path.display(),
+            users_file = %users.file.display(),
+            "no enabled user is configured: user 'admin' (administrator) can log in with the password in password_file; add users to users_file to replace it"
+        );
+    }
+    let user_db = UserDb::new(user_specs);
+    tracing::info!(users = user_db.len(), "users loaded");
+    Ok(user_db)
+}
+
+fn certificate(tls: &TlsMode, state_dir: &Path) -> Result<Option<Arc<CertifiedKey>>, StartError> {
+    Ok(match tls {
+        TlsMode::Off => None,
+        TlsMode::Files { certified, .. } => Some(certified.clone()),
+        TlsMode::Generated => {
+            let paths = tls::ensure_generated(state_dir)?;
+            tracing::info!(cert = %paths.cert.display(), ca = %paths.ca.display(), "using the generated certificate; clients can trust the CA file");
+            Some(tls::load_certified_key(&paths.cert, &paths.key)?)
+        }
+    })
+}
+
+fn table(access: &AccessConfig) -> AccessTable {
+    let table = AccessTable::new(&access.operations);
+    tracing::info!(
+        operations = table.len(),
+        file = %access.scopes_file.display(),
+        ceph_version = access.ceph_version.as_deref().unwrap_or("unknown"),
+        "scope table loaded"
+    );
+    table
+}
+
+fn proxy_service(
+    server: &Server,
+    gateway: Gateway,
+    listen: SocketAddr,
+    certificate: Option<Arc<CertifiedKey>>,
+) -> Result<Service<LeanKeepalive<HttpProxy<Gateway>>>, StartError> {
+    let tls_on = certificate.is_some();
     let mut proxy = Service::new(
         "clustergate".to_string(),
         LeanKeepalive::new(pingora::proxy::http_proxy(&server.configuration, gateway)),
     );
-    let listen = server_config.listen.to_string();
+    let listen = listen.to_string();
     let mut listener = ListenerConfig::tcp(listen.as_str()).l4_buffer(CLIENT_CONNECTION_BUFFERS);
     if let Some(certified) = certificate {
         listener = listener.tls(tls::listener_settings(certified)?);
     }
     proxy.add_listener(listener);
     tracing::info!(addr = %listen, tls = tls_on, "gateway listener");
+    Ok(proxy)
+}
 
-    let admin = AdminApp {
-        metrics,
-        upstreams,
-        stores,
-    };
-    let mut admin_service = Service::new("admin".to_string(), admin);
-    admin_service.threads = Some(1);
-    admin_service.add_tcp(&metrics_config.listen.to_string());
-    tracing::info!(addr = %metrics_config.listen, "admin listener (/metrics, /healthz, /readyz)");
-
-    server.add_service(proxy);
-    server.add_service(admin_service);
-    if let Some(health) = health {
-        server.add_service(background_service("dashboard health checks", health));
-    }
-    Ok(server)
+fn admin_service(admin: AdminApp, listen: SocketAddr) -> Service<AdminApp> {
+    let mut service = Service::new("admin".to_string(), admin);
+    service.threads = Some(1);
+    service.add_tcp(&listen.to_string());
+    tracing::info!(addr = %listen, "admin listener (/metrics, /healthz, /readyz)");
+    service
 }
 
 /// The dashboards, the gateway's account on them, and their API description.

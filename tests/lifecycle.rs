@@ -88,6 +88,57 @@ async fn sigterm_stops_the_gateway_within_5_seconds() {
 }
 
 #[tokio::test]
+async fn sigterm_first_drains_then_stops() {
+    let drain = Duration::from_secs(2);
+    let mut gw = Gateway::new()
+        .user(User::admin())
+        .drain_seconds(drain.as_secs_f64())
+        .start();
+    let token = gw.login(ADMIN, ADMIN_PW).await;
+    assert_eq!(gw.readyz(), 200);
+    assert_eq!(gw.check(&token).await.status, 200);
+    let signalled = Instant::now();
+    gw.sigterm();
+    // Balancers are told at once; everything else is still served meanwhile.
+    while gw.readyz() != 503 {
+        assert!(
+            signalled.elapsed() < drain / 2,
+            "/readyz not 503 while draining"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(gw.check(&token).await.status, 503);
+    let body = gw
+        .post_json("/api/auth/check", Some(V1), &serde_json::json!({}))
+        .await;
+    assert_eq!(
+        body.status,
+        503,
+        "a balancer's check without a token: {}",
+        body.text()
+    );
+    assert_eq!(gw.try_login(ADMIN, ADMIN_PW).await.status, 201);
+    assert!(
+        signalled.elapsed() < drain,
+        "the checks above took the whole drain"
+    );
+    // Then it stops, as without draining (grace 1 s).
+    let deadline = signalled + drain + Duration::from_secs(6);
+    let child = gw.child_mut();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "still running after the drain and the grace"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        signalled.elapsed() >= drain,
+        "stopped before the drain was over"
+    );
+}
+
+#[tokio::test]
 async fn relative_paths_resolve_against_the_config_folder_not_the_working_directory() {
     let gw = Gateway::new().user(User::admin()).start();
     assert!(

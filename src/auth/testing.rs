@@ -37,7 +37,7 @@ pub fn auth() -> Arc<Auth> {
             "clustergate".into(),
             Duration::from_secs(3600),
         ),
-        stores: StateConfig::Memory.build(),
+        stores: StateConfig::Memory.build().unwrap(),
         passwords: PasswordChecker::new(1, 8).unwrap(),
         lockout: Some(LockoutPolicy {
             attempts: 3,

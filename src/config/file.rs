@@ -12,6 +12,7 @@ pub(super) struct FileConfig {
     pub auth: AuthSection,
     pub upstream: Option<UpstreamSection>,
     pub access: AccessSection,
+    pub state: StateSection,
 }
 
 #[derive(Debug, Deserialize)]
@@ -24,6 +25,7 @@ pub(super) struct ServerSection {
     pub state_dir: String,
     pub threads: Option<usize>,
     pub shutdown_grace_seconds: u64,
+    pub drain_seconds: f64,
     pub public_url: Option<String>,
 }
 
@@ -37,6 +39,7 @@ impl Default for ServerSection {
             state_dir: "state".into(),
             threads: None,
             shutdown_grace_seconds: 1,
+            drain_seconds: 5.0,
             public_url: None,
         }
     }
@@ -130,6 +133,48 @@ impl Default for UpstreamSection {
             connect_timeout_ms: 2000,
             read_timeout_ms: 450_000,
             max_body_bytes: 10 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct StateSection {
+    pub backend: String,
+    pub redis: Option<RedisSection>,
+}
+
+impl Default for StateSection {
+    fn default() -> Self {
+        Self {
+            backend: "memory".into(),
+            redis: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RedisSection {
+    pub url: String,
+    pub username: Option<String>,
+    pub password_file: Option<String>,
+    pub ca_file: Option<String>,
+    pub key_prefix: String,
+    pub connect_timeout_ms: u64,
+    pub command_timeout_ms: u64,
+}
+
+impl Default for RedisSection {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            username: None,
+            password_file: None,
+            ca_file: None,
+            key_prefix: "clustergate:".into(),
+            connect_timeout_ms: 1000,
+            command_timeout_ms: 500,
         }
     }
 }

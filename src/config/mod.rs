@@ -10,6 +10,7 @@ mod error;
 mod file;
 mod parse;
 mod server;
+mod state;
 mod upstream;
 mod users;
 
@@ -22,6 +23,7 @@ pub use server::{MetricsConfig, ServerConfig, TlsMode};
 pub use upstream::{BackendUrl, Timeouts, UpstreamConfig, UpstreamTrust};
 pub use users::UsersConfig;
 
+use crate::state::StateConfig;
 use parse::Source;
 
 /// The validated configuration.
@@ -37,6 +39,8 @@ pub struct Config {
     /// `None`: no backends; every API path other than auth is answered 404.
     pub upstream: Option<UpstreamConfig>,
     pub access: AccessConfig,
+    /// Where revocations, lockouts and the service account's token live.
+    pub state: StateConfig,
 }
 
 /// Reads and validates the configuration file and the files it names.
@@ -70,6 +74,7 @@ impl Config {
             .upstream
             .map(|u| upstream::validate(&mut errors, &at, u));
         let access = access::validate(&mut errors, &at, file.access, upstream.is_some());
+        let state = state::validate(&mut errors, &at, file.state);
         let (Some((server, metrics)), true) = (listeners, errors.is_empty()) else {
             return Err(errors);
         };
@@ -87,6 +92,7 @@ impl Config {
             users,
             upstream,
             access,
+            state,
         })
     }
 }

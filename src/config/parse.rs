@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::file::FileConfig;
 use super::ConfigErrors;
+use crate::secrets::Secret;
 
 /// The file being validated: where its problems are reported, and the folder its relative
 /// paths resolve against.
@@ -21,6 +22,32 @@ impl Source<'_> {
             path.to_path_buf()
         } else {
             self.dir.join(path)
+        }
+    }
+
+    /// A password kept in a file (`key` names the setting), without its line end. `hint`
+    /// ends the message when the file cannot be read.
+    pub fn password_file(
+        &self,
+        errors: &mut ConfigErrors,
+        key: &str,
+        file: &str,
+        hint: &str,
+    ) -> Option<Secret> {
+        let path = self.resolve(file);
+        match std::fs::read_to_string(&path) {
+            Ok(text) if !text.trim_end_matches(['\n', '\r']).is_empty() => Some(Secret::new(
+                text.trim_end_matches(['\n', '\r']).as_bytes().to_vec(),
+            )),
+            Ok(_) => {
+                errors.push(self.file, key, format!("{} is empty", path.display()));
+                None
+            }
+            Err(e) => {
+                let message = format!("cannot read {}: {e}{hint}", path.display());
+                errors.push(self.file, key, message);
+                None
+            }
         }
     }
 }
@@ -43,12 +70,13 @@ pub(super) fn sections(text: &str, source: &Path, errors: &mut ConfigErrors) -> 
         auth: typed_section(errors, source, "auth", section("auth")).unwrap_or_default(),
         upstream: typed_section(errors, source, "upstream", section("upstream")),
         access: typed_section(errors, source, "access", section("access")).unwrap_or_default(),
+        state: typed_section(errors, source, "state", section("state")).unwrap_or_default(),
     };
     for key in table.keys() {
         errors.push(
             source,
             key.as_str(),
-            "unknown section or key (sections: server, metrics, api, auth, upstream, access)",
+            "unknown section or key (sections: server, metrics, api, auth, upstream, access, state)",
         );
     }
     Some(file)

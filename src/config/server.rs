@@ -22,6 +22,8 @@ pub struct ServerConfig {
     pub threads: usize,
     /// How long SIGTERM waits for in-flight requests (pingora's default is 300 s).
     pub shutdown_grace: Duration,
+    /// How long SIGTERM first answers "not ready" to balancers, serving meanwhile.
+    pub drain: Duration,
     /// The gateway's address as clients see it (for the docs' `servers`); `None`: "/".
     pub public_url: Option<String>,
 }
@@ -67,6 +69,14 @@ pub(super) fn validate(
     if threads == 0 {
         errors.push(f, "server.threads", "must be at least 1");
     }
+    let drain = Duration::try_from_secs_f64(server.drain_seconds).ok();
+    if drain.is_none_or(|d| d > Duration::from_secs(3600)) {
+        errors.push(
+            f,
+            "server.drain_seconds",
+            "must be between 0 and 3600 (0: stop without draining)",
+        );
+    }
     if let Some(url) = &server.public_url {
         if parse_base_url(url).is_none() {
             errors.push(
@@ -84,6 +94,7 @@ pub(super) fn validate(
         state_dir: at.resolve(&server.state_dir),
         threads,
         shutdown_grace: Duration::from_secs(server.shutdown_grace_seconds),
+        drain: drain?,
         public_url: server.public_url,
     };
     let metrics = MetricsConfig {

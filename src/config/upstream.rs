@@ -132,7 +132,12 @@ pub(super) fn validate(
     let before = errors.0.len();
     let servers = servers(errors, at, &u.servers);
     check_values(errors, at, &u);
-    let password = password(errors, at, &u.password_file);
+    let password = at.password_file(
+        errors,
+        "upstream.password_file",
+        &u.password_file,
+        " (write the service account's password there)",
+    );
     let trust = trust(errors, at, u.ca_file.as_deref(), u.insecure_skip_verify);
     if errors.0.len() > before {
         return None;
@@ -204,34 +209,6 @@ fn check_values(errors: &mut ConfigErrors, at: &Source<'_>, u: &UpstreamSection)
             "upstream.username",
             "must name the gateway's account on the dashboards",
         );
-    }
-}
-
-fn password(errors: &mut ConfigErrors, at: &Source<'_>, file: &str) -> Option<Secret> {
-    let path = at.resolve(file);
-    match std::fs::read_to_string(&path) {
-        Ok(text) if !text.trim_end_matches(['\n', '\r']).is_empty() => Some(Secret::new(
-            text.trim_end_matches(['\n', '\r']).as_bytes().to_vec(),
-        )),
-        Ok(_) => {
-            errors.push(
-                at.file,
-                "upstream.password_file",
-                format!("{} is empty", path.display()),
-            );
-            None
-        }
-        Err(e) => {
-            errors.push(
-                at.file,
-                "upstream.password_file",
-                format!(
-                    "cannot read {}: {e} (write the service account's password there)",
-                    path.display()
-                ),
-            );
-            None
-        }
     }
 }
 

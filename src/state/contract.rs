@@ -1,47 +1,56 @@
-//! The behaviour every state store must show; each backend runs these.
+//! The behaviour every state store must show; each backend runs these. Times are seconds
+//! after `T`, a moment in the future: a shared store's keys expire by the real clock.
 
-use super::{Lockouts, Revocations, UpstreamToken, UpstreamTokens};
+use super::{Lockouts, Revocations, UnixTime, UpstreamToken, UpstreamTokens};
+
+/// 2027-01-15: later than any test runs, so nothing a test stores expires under it.
+const T: UnixTime = 1_800_000_000;
 
 pub async fn revocations(store: &dyn Revocations) {
     store.ready().await.unwrap();
-    assert!(!store.is_revoked("t1", 100).await.unwrap());
-    store.revoke("t1", 200, 100).await.unwrap();
-    assert!(store.is_revoked("t1", 100).await.unwrap());
-    assert!(store.is_revoked("t1", 200).await.unwrap());
+    assert!(!store.is_revoked("t1", T + 100).await.unwrap());
+    store.revoke("t1", T + 200, T + 100).await.unwrap();
+    assert!(store.is_revoked("t1", T + 100).await.unwrap());
+    assert!(store.is_revoked("t1", T + 200).await.unwrap());
     // Past its expiry the token is refused anyway; the store may forget it.
-    assert!(!store.is_revoked("t1", 201).await.unwrap());
+    assert!(!store.is_revoked("t1", T + 201).await.unwrap());
     // Revoking twice is harmless.
-    store.revoke("t1", 200, 150).await.unwrap();
-    assert!(store.is_revoked("t1", 150).await.unwrap());
-    assert!(!store.is_revoked("t2", 150).await.unwrap());
+    store.revoke("t1", T + 200, T + 150).await.unwrap();
+    assert!(store.is_revoked("t1", T + 150).await.unwrap());
+    assert!(!store.is_revoked("t2", T + 150).await.unwrap());
 }
 
 pub async fn lockouts(store: &dyn Lockouts) {
     store.ready().await.unwrap();
-    assert_eq!(store.locked_until("u", 0).await.unwrap(), None);
-    assert_eq!(store.record_failure("u", 0).await.unwrap(), 1);
-    assert_eq!(store.record_failure("u", 1).await.unwrap(), 2);
-    assert_eq!(store.record_failure("other", 1).await.unwrap(), 1);
-    store.lock("u", 100).await.unwrap();
-    assert_eq!(store.locked_until("u", 50).await.unwrap(), Some(100));
-    assert_eq!(store.locked_until("u", 100).await.unwrap(), None);
+    assert_eq!(store.locked_until("u", T).await.unwrap(), None);
+    assert_eq!(store.record_failure("u", T).await.unwrap(), 1);
+    assert_eq!(store.record_failure("u", T + 1).await.unwrap(), 2);
+    assert_eq!(store.record_failure("other", T + 1).await.unwrap(), 1);
+    store.lock("u", T + 100).await.unwrap();
+    assert_eq!(
+        store.locked_until("u", T + 50).await.unwrap(),
+        Some(T + 100)
+    );
+    assert_eq!(store.locked_until("u", T + 100).await.unwrap(), None);
     // While locked, the count goes on; once the lock is over it starts again.
-    assert_eq!(store.record_failure("u", 50).await.unwrap(), 3);
-    assert_eq!(store.record_failure("u", 101).await.unwrap(), 1);
+    assert_eq!(store.record_failure("u", T + 50).await.unwrap(), 3);
+    assert_eq!(store.record_failure("u", T + 101).await.unwrap(), 1);
     store.clear("u").await.unwrap();
-    assert_eq!(store.record_failure("u", 102).await.unwrap(), 1);
-    assert_eq!(store.locked_until("u", 102).await.unwrap(), None);
+    assert_eq!(store.record_failure("u", T + 102).await.unwrap(), 1);
+    assert_eq!(store.locked_until("u", T + 102).await.unwrap(), None);
 }
 
 pub async fn upstream_tokens(store: &dyn UpstreamTokens) {
     store.ready().await.unwrap();
-    assert_eq!(store.current().await.unwrap(), None);
+    assert_eq!(store.current(T).await.unwrap(), None);
     let first = UpstreamToken {
         token: "a".into(),
-        renew_at: Some(10),
+        renew_at: Some(T + 10),
     };
     store.store(first.clone()).await.unwrap();
-    assert_eq!(store.current().await.unwrap(), Some(first.clone()));
+    assert_eq!(store.current(T).await.unwrap(), Some(first.clone()));
+    // Due for renewal: not handed out any more.
+    assert_eq!(store.current(T + 10).await.unwrap(), None);
     // Discarding a token that was already replaced keeps the newer one.
     let second = UpstreamToken {
         token: "b".into(),
@@ -49,7 +58,13 @@ pub async fn upstream_tokens(store: &dyn UpstreamTokens) {
     };
     store.store(second.clone()).await.unwrap();
     store.discard("a").await.unwrap();
-    assert_eq!(store.current().await.unwrap(), Some(second));
+    assert_eq!(store.current(T).await.unwrap(), Some(second));
     store.discard("b").await.unwrap();
-    assert_eq!(store.current().await.unwrap(), None);
+    assert_eq!(store.current(T).await.unwrap(), None);
+    // The login claim can be taken and given back.
+    assert!(store
+        .claim_login(std::time::Duration::from_secs(5))
+        .await
+        .unwrap());
+    store.release_login().await.unwrap();
 }

@@ -136,8 +136,9 @@ impl MemoryUpstreamTokens {
 
 #[async_trait]
 impl UpstreamTokens for MemoryUpstreamTokens {
-    async fn current(&self) -> Result<Option<UpstreamToken>, StateError> {
-        Ok(self.current.read().map_err(|_| Self::poisoned())?.clone())
+    async fn current(&self, now: UnixTime) -> Result<Option<UpstreamToken>, StateError> {
+        let current = self.current.read().map_err(|_| Self::poisoned())?;
+        Ok(current.clone().filter(|t| !t.due(now)))
     }
 
     async fn store(&self, token: UpstreamToken) -> Result<(), StateError> {
@@ -150,6 +151,15 @@ impl UpstreamTokens for MemoryUpstreamTokens {
         if current.as_ref().is_some_and(|c| &*c.token == token) {
             *current = None;
         }
+        Ok(())
+    }
+
+    /// One process: its own login lock is the only one there is.
+    async fn claim_login(&self, _ttl: std::time::Duration) -> Result<bool, StateError> {
+        Ok(true)
+    }
+
+    async fn release_login(&self) -> Result<(), StateError> {
         Ok(())
     }
 

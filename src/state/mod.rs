@@ -1,14 +1,20 @@
-//! State shared by every request (and, next, by every gateway through Redis): token
-//! revocations and login lockouts, each behind a narrow trait. Time is passed in, so the
-//! stores hold no clock and tests control it. Policy (how many failures lock for how
-//! long) lives in `auth`, not here.
+//! State shared by every request, and by every gateway of a deployment through Redis:
+//! token revocations, login lockouts and the service account's dashboard token, each
+//! behind a narrow trait, in memory (`memory`) or in Redis (`redis`). Time is passed in,
+//! so the stores hold no clock and tests control it. Policy (how many failures lock for
+//! how long) lives in `auth`, not here.
 
+mod health;
 mod memory;
+mod redis;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use self::redis::{RedisSettings, RevocationFeed};
+pub use health::StoreHealth;
 pub use memory::{MemoryLockouts, MemoryRevocations, MemoryUpstreamTokens};
 
 /// Seconds since the Unix epoch.
@@ -27,6 +33,8 @@ pub enum StateError {
     Unavailable(String),
     #[error("state store is full ({0} entries)")]
     Full(usize),
+    #[error("state store settings: {0}")]
+    Settings(String),
 }
 
 /// Revoked token ids, each kept until the token would have expired anyway.
@@ -67,6 +75,13 @@ pub struct UpstreamToken {
     pub renew_at: Option<UnixTime>,
 }
 
+impl UpstreamToken {
+    /// Whether it is time to log in again.
+    pub fn due(&self, now: UnixTime) -> bool {
+        self.renew_at.is_some_and(|at| now >= at)
+    }
+}
+
 impl std::fmt::Debug for UpstreamToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamToken")
@@ -78,18 +93,27 @@ impl std::fmt::Debug for UpstreamToken {
 
 #[async_trait]
 pub trait UpstreamTokens: Send + Sync {
-    async fn current(&self) -> Result<Option<UpstreamToken>, StateError>;
+    /// The token, unless there is none or it is due for renewal at `now`.
+    async fn current(&self, now: UnixTime) -> Result<Option<UpstreamToken>, StateError>;
     async fn store(&self, token: UpstreamToken) -> Result<(), StateError>;
     /// Drops `token` if it is still the current one (another request may have renewed it).
     async fn discard(&self, token: &str) -> Result<(), StateError>;
+    /// Claims the one login of all gateways for at most `ttl`; `false`: another gateway
+    /// is logging in, and its token will be stored.
+    async fn claim_login(&self, ttl: Duration) -> Result<bool, StateError>;
+    /// Gives up this gateway's claim (if it still holds it).
+    async fn release_login(&self) -> Result<(), StateError>;
     async fn ready(&self) -> Result<(), StateError>;
 }
 
-/// Which store holds the shared state. Redis comes next; the gateway only sees the traits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Which store holds the shared state; the gateway only sees the traits.
+#[derive(Debug, Clone, Default)]
 pub enum StateConfig {
+    /// This process's memory: one gateway.
     #[default]
     Memory,
+    /// One Redis for every gateway of a deployment.
+    Redis(RedisSettings),
 }
 
 /// The stores a gateway uses.
@@ -98,10 +122,14 @@ pub struct Stores {
     pub revocations: Arc<dyn Revocations>,
     pub lockouts: Arc<dyn Lockouts>,
     pub upstream_tokens: Arc<dyn UpstreamTokens>,
+    /// Whether the stores answer, for readiness and metrics.
+    pub health: Arc<StoreHealth>,
+    /// Keeps the revocations of a shared store current; `None` in memory.
+    pub feed: Option<RevocationFeed>,
 }
 
 impl Stores {
-    /// Whether every store can answer (for readiness).
+    /// Whether every store can answer (for readiness): a round trip to each.
     pub async fn ready(&self) -> Result<(), StateError> {
         self.revocations.ready().await?;
         self.lockouts.ready().await?;
@@ -109,20 +137,28 @@ impl Stores {
     }
 }
 
-/// Bound on entries in a memory store, so no client can grow it without limit.
+/// Bound on entries in a memory store (and on a shared store's local copy of the
+/// revocations), so no client can grow it without limit.
 pub const MEMORY_MAX_ENTRIES: usize = 100_000;
 
 impl StateConfig {
-    pub fn build(self) -> Stores {
+    /// The stores. A Redis that cannot be reached yet does not stop this: the stores
+    /// answer `Unavailable` until it can, and recover by themselves.
+    pub fn build(self) -> Result<Stores, StateError> {
         match self {
-            StateConfig::Memory => Stores {
+            StateConfig::Memory => Ok(Stores {
                 revocations: Arc::new(MemoryRevocations::new(MEMORY_MAX_ENTRIES)),
                 lockouts: Arc::new(MemoryLockouts::new(MEMORY_MAX_ENTRIES)),
                 upstream_tokens: Arc::new(MemoryUpstreamTokens::default()),
-            },
+                health: Arc::new(StoreHealth::always_up()),
+                feed: None,
+            }),
+            StateConfig::Redis(settings) => self::redis::stores(settings),
         }
     }
 }
 
 #[cfg(test)]
 pub(crate) mod contract;
+#[cfg(test)]
+pub(crate) mod redis_server;

@@ -15,6 +15,10 @@ use crate::state::{StateError, UnixTime, UpstreamToken, UpstreamTokens};
 
 /// A login answer is a few kilobytes.
 const MAX_LOGIN_REPLY: usize = 256 * 1024;
+/// While another gateway logs in, its stored token is looked for this often, this many
+/// times (a login takes a dashboard well under a second).
+const OTHER_LOGIN_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+const OTHER_LOGIN_CHECKS: u32 = 30;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
@@ -86,10 +90,34 @@ impl ServiceAccount {
         if let Some(token) = self.usable(now).await? {
             return Ok(token);
         }
-        let fresh = self.log_in(upstreams, backend, now).await?;
+        let claimed = self.tokens.claim_login(upstreams.timeouts.login).await?;
+        if !claimed {
+            if let Some(token) = self.await_other_login(now).await? {
+                return Ok(token);
+            }
+        }
+        let fresh = self.log_in(upstreams, backend, now).await;
+        if claimed {
+            if let Err(e) = self.tokens.release_login().await {
+                tracing::debug!(error = %e, "cannot release the login claim; it expires by itself");
+            }
+        }
+        let fresh = fresh?;
         let token = fresh.token.clone();
         self.tokens.store(fresh).await?;
         Ok(token)
+    }
+
+    /// Another gateway is logging in: its token is used once stored. `None`: it did not
+    /// come within the wait, and this gateway logs in itself.
+    async fn await_other_login(&self, now: UnixTime) -> Result<Option<Arc<str>>, StateError> {
+        for _ in 0..OTHER_LOGIN_CHECKS {
+            tokio::time::sleep(OTHER_LOGIN_POLL).await;
+            if let Some(token) = self.usable(now).await? {
+                return Ok(Some(token));
+            }
+        }
+        Ok(None)
     }
 
     /// Forgets `token` after a backend refused it, so the next request logs in again.
@@ -98,12 +126,7 @@ impl ServiceAccount {
     }
 
     async fn usable(&self, now: UnixTime) -> Result<Option<Arc<str>>, StateError> {
-        Ok(self
-            .tokens
-            .current()
-            .await?
-            .filter(|t| t.renew_at.is_none_or(|at| now < at))
-            .map(|t| t.token))
+        Ok(self.tokens.current(now).await?.map(|t| t.token))
     }
 
     async fn log_in(

@@ -31,6 +31,8 @@ pub struct Gateway {
     pub(super) extra: Vec<(String, String)>,
     pub(super) files: Vec<(String, String)>,
     pub(super) upstream: Option<UpstreamSpec>,
+    /// `server.drain_seconds`: 0 unless a test drains (SIGTERM then stops at once).
+    pub(super) drain_seconds: f64,
 }
 
 impl Default for Gateway {
@@ -52,6 +54,7 @@ impl Gateway {
             extra: Vec::new(),
             files: Vec::new(),
             upstream: None,
+            drain_seconds: 0.0,
         }
     }
     /// Admin (administrator) and viewer (read-only), the dashboard transcripts' two users.
@@ -97,6 +100,11 @@ impl Gateway {
     /// Use `TEST_SECRET` as `auth.secret_file` (a relative path), so tests can forge tokens.
     pub fn known_secret(mut self) -> Self {
         self.secret = Some(TEST_SECRET.into());
+        self
+    }
+    /// Drain this long on SIGTERM before stopping (`server.drain_seconds`).
+    pub fn drain_seconds(mut self, seconds: f64) -> Self {
+        self.drain_seconds = seconds;
         self
     }
     /// A raw TOML line added to `[section]`.
@@ -163,12 +171,13 @@ impl Gateway {
         };
         let (attempts, seconds) = self.lockout;
         format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\ntls = {tls}\nstate_dir = \"state\"\n{server}\n\n\
+            "[server]\nlisten = \"127.0.0.1:{port}\"\ntls = {tls}\nstate_dir = \"state\"\ndrain_seconds = {drain:?}\n{server}\n\n\
              [metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n{metrics}\n\n\
              [api]\nvendor = \"ceph\"\n{api}\n\n\
              [auth]\nusers_file = \"users.toml\"\ntoken_ttl_seconds = {ttl}\n\
              lockout_attempts = {attempts}\nlockout_seconds = {seconds}\nissuer = {issuer:?}\n{secret}\n{auth}\n",
             tls = self.tls,
+            drain = self.drain_seconds,
             ttl = self.ttl,
             issuer = self.issuer,
             server = self.section_extras("server"),
