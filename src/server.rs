@@ -19,7 +19,8 @@ use crate::access::{AccessTable, Admission};
 use crate::admin::AdminApp;
 use crate::auth::Auth;
 use crate::config::{
-    AccessConfig, Config, ServerConfig, TlsMode, UpstreamConfig, UpstreamTrust, UsersConfig,
+    AccessConfig, AuthConfig, Config, ServerConfig, TlsMode, UpstreamConfig, UpstreamTrust,
+    UsersConfig,
 };
 use crate::docs::Docs;
 use crate::keepalive::LeanKeepalive;
@@ -29,7 +30,7 @@ use crate::readiness::{DrainThenStop, Readiness};
 use crate::secrets::{self, SecretError};
 use crate::state::{StateError, Stores};
 use crate::tls::{self, TlsError};
-use crate::tokens::TokenService;
+use crate::tokens::{SigningKey, TokenService};
 use crate::upstream::credentials::ServiceAccount;
 use crate::upstream::health::HealthChecker;
 use crate::upstream::{UpstreamError, Upstreams};
@@ -98,12 +99,7 @@ fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
     } = config;
     let state_dir = &server_config.state_dir;
     secrets::ensure_private_dir(state_dir).map_err(StartError::StateDir)?;
-    let secret = match auth_config.secret.clone() {
-        Some(secret) => secret,
-        None => {
-            secrets::read_or_create(&state_dir.join("jwt-secret")).map_err(StartError::Secret)?
-        }
-    };
+    let signing_keys = signing_keys(&auth_config, state_dir)?;
     let user_db = user_db(users, state_dir)?;
     let certificate = certificate(&server_config.tls, state_dir)?;
     check_free("server.listen", server_config.listen)?;
@@ -114,7 +110,7 @@ fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
     let stores = state.build().map_err(StartError::State)?;
     let auth = Arc::new(Auth {
         users: user_db,
-        tokens: TokenService::new(&secret, auth_config.issuer, auth_config.token_ttl),
+        tokens: TokenService::new(&signing_keys, auth_config.issuer, auth_config.token_ttl),
         stores: stores.clone(),
         passwords: PasswordChecker::new(
             auth_config.max_concurrent_hashes,
@@ -208,6 +204,19 @@ fn server_conf(server: &ServerConfig) -> ServerConf {
         upgrade_sock: in_state_dir("upgrade.sock"),
         ..ServerConf::default()
     }
+}
+
+/// The configured signing keys, or one generated into `state_dir` on first start.
+fn signing_keys(auth: &AuthConfig, state_dir: &Path) -> Result<Vec<SigningKey>, StartError> {
+    if !auth.signing_keys.is_empty() {
+        return Ok(auth.signing_keys.clone());
+    }
+    let secret =
+        secrets::read_or_create(&state_dir.join("jwt-secret")).map_err(StartError::Secret)?;
+    Ok(vec![SigningKey {
+        kid: SigningKey::DEFAULT_KID.into(),
+        secret,
+    }])
 }
 
 /// The users, with the initial admin created first when none is enabled.

@@ -1,5 +1,7 @@
 //! Gateway tokens: HS256 JWTs that we issue at login and verify on every request.
-//! The algorithm is fixed here; a token's own `alg` header is never trusted.
+//! The algorithm is fixed here; a token's own `alg` header is never trusted. Several
+//! signing keys rotate without logging anyone out: the first signs (its id in the token's
+//! `kid` header), all verify, and a key taken off the list takes its tokens with it.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,12 +46,31 @@ pub struct Issued {
     pub claims: Claims,
 }
 
-/// Issues and verifies tokens with one HS256 secret.
+/// One HS256 secret and the id tokens name it by.
+#[derive(Debug, Clone)]
+pub struct SigningKey {
+    pub kid: String,
+    pub secret: Secret,
+}
+
+impl SigningKey {
+    /// The id of a key given alone (`auth.secret_file`, or the generated secret). Tokens
+    /// without a `kid` (issued before keys had ids) verify against the key with this id.
+    pub const DEFAULT_KID: &'static str = "default";
+}
+
+/// A signing key, ready to use.
+struct Key {
+    kid: String,
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+}
+
+/// Issues tokens with the first key and verifies them with any.
 pub struct TokenService {
     issuer: String,
     ttl: Duration,
-    encoding: EncodingKey,
-    decoding: DecodingKey,
+    keys: Vec<Key>,
     validation: Validation,
     verified: VerifiedTokens,
 }
@@ -58,7 +79,8 @@ pub struct TokenService {
 const VERIFIED_TOKENS_MAX: usize = 10_000;
 
 impl TokenService {
-    pub fn new(secret: &Secret, issuer: String, ttl: Duration) -> Self {
+    /// `keys` is never empty (configuration guarantees it); the first one signs.
+    pub fn new(keys: &[SigningKey], issuer: String, ttl: Duration) -> Self {
         let mut validation = Validation::new(Algorithm::HS256);
         validation.set_issuer(&[issuer.as_str()]);
         // Expiry is checked by `verify` against the caller's clock, so that logout can
@@ -66,9 +88,16 @@ impl TokenService {
         validation.validate_exp = false;
         validation.leeway = 0;
         validation.required_spec_claims = HashSet::from(["iss".to_string(), "sub".to_string()]);
+        let keys = keys
+            .iter()
+            .map(|key| Key {
+                kid: key.kid.clone(),
+                encoding: EncodingKey::from_secret(key.secret.expose()),
+                decoding: DecodingKey::from_secret(key.secret.expose()),
+            })
+            .collect();
         TokenService {
-            encoding: EncodingKey::from_secret(secret.expose()),
-            decoding: DecodingKey::from_secret(secret.expose()),
+            keys,
             issuer,
             ttl,
             validation,
@@ -85,7 +114,10 @@ impl TokenService {
             iat: now,
             exp: now.saturating_add(self.ttl.as_secs()),
         };
-        let token = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+        let signing = self.keys.first().ok_or(TokenError::Signing)?;
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some(signing.kid.clone());
+        let token = jsonwebtoken::encode(&header, &claims, &signing.encoding)
             .map_err(|_| TokenError::Signing)?;
         Ok(Issued { token, claims })
     }
@@ -118,18 +150,32 @@ impl TokenService {
 
     /// The claims of a token we issued, expired or not.
     pub fn verify_issued(&self, token: &str) -> Result<Claims, TokenError> {
-        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
-            .map_err(|e| match e.kind() {
+        let key = self.key_of(token)?;
+        let data = jsonwebtoken::decode::<Claims>(token, &key.decoding, &self.validation).map_err(
+            |e| match e.kind() {
                 ErrorKind::InvalidSignature
                 | ErrorKind::InvalidAlgorithm
                 | ErrorKind::InvalidIssuer
                 | ErrorKind::MissingAlgorithm => TokenError::Foreign,
                 _ => TokenError::Malformed,
-            })?;
+            },
+        )?;
         if data.claims.sub != data.claims.username {
             return Err(TokenError::Malformed);
         }
         Ok(data.claims)
+    }
+}
+
+impl TokenService {
+    /// The key a token names; one without a `kid` names the default key.
+    fn key_of(&self, token: &str) -> Result<&Key, TokenError> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Malformed)?;
+        let kid = header.kid.as_deref().unwrap_or(SigningKey::DEFAULT_KID);
+        self.keys
+            .iter()
+            .find(|key| key.kid == kid)
+            .ok_or(TokenError::Foreign)
     }
 }
 
@@ -186,12 +232,72 @@ mod tests {
 
     const NOW: u64 = 1_800_000_000;
 
+    fn key(kid: &str, secret: &str) -> SigningKey {
+        SigningKey {
+            kid: kid.into(),
+            secret: Secret::new(secret.as_bytes().to_vec()),
+        }
+    }
+
+    fn with_keys(keys: &[SigningKey], issuer: &str) -> TokenService {
+        TokenService::new(keys, issuer.into(), Duration::from_secs(100))
+    }
+
     fn service(secret: &str) -> TokenService {
-        TokenService::new(
-            &Secret::new(secret.as_bytes().to_vec()),
-            "clustergate".into(),
-            Duration::from_secs(100),
-        )
+        with_keys(&[key(SigningKey::DEFAULT_KID, secret)], "clustergate")
+    }
+
+    const OLD: &str = "0123456789abcdef0123456789abcdef";
+    const NEW: &str = "fedcba9876543210fedcba9876543210";
+
+    #[test]
+    fn a_new_key_signs_while_the_old_one_still_verifies() {
+        let before = with_keys(&[key("k1", OLD)], "clustergate");
+        let old_token = before.issue("admin", NOW).unwrap().token;
+        let rotated = with_keys(&[key("k2", NEW), key("k1", OLD)], "clustergate");
+        assert!(
+            rotated.verify(&old_token, NOW).is_ok(),
+            "no one is logged out"
+        );
+        let new_token = rotated.issue("admin", NOW).unwrap().token;
+        let header = jsonwebtoken::decode_header(&new_token).unwrap();
+        assert_eq!(header.kid.as_deref(), Some("k2"));
+        assert_eq!(
+            before.verify(&new_token, NOW),
+            Err(TokenError::Foreign),
+            "a gateway without the new key refuses its tokens"
+        );
+        // The old key taken off the list: its tokens are refused.
+        let retired = with_keys(&[key("k2", NEW)], "clustergate");
+        assert_eq!(retired.verify(&old_token, NOW), Err(TokenError::Foreign));
+        assert!(retired.verify(&new_token, NOW).is_ok());
+    }
+
+    #[test]
+    fn a_token_without_kid_verifies_against_the_default_key_only() {
+        let legacy = {
+            let claims = Claims {
+                iss: "clustergate".into(),
+                sub: "admin".into(),
+                username: "admin".into(),
+                jti: "j".into(),
+                iat: NOW,
+                exp: NOW + 10,
+            };
+            let secret = EncodingKey::from_secret(OLD.as_bytes());
+            jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &secret).unwrap()
+        };
+        assert!(service(OLD).verify(&legacy, NOW).is_ok());
+        let named = with_keys(&[key("k1", OLD)], "clustergate");
+        assert_eq!(named.verify(&legacy, NOW), Err(TokenError::Foreign));
+    }
+
+    #[test]
+    fn a_kid_naming_an_unknown_key_is_foreign_even_with_a_known_secret() {
+        let a = with_keys(&[key("a", OLD)], "clustergate");
+        let token = a.issue("admin", NOW).unwrap().token;
+        let b = with_keys(&[key("b", OLD)], "clustergate");
+        assert_eq!(b.verify(&token, NOW), Err(TokenError::Foreign));
     }
 
     fn b64(bytes: &[u8]) -> String {
@@ -254,11 +360,7 @@ mod tests {
     fn a_dashboard_token_with_its_own_issuer_is_foreign() {
         let secret = "0123456789abcdef0123456789abcdef";
         let ours = service(secret);
-        let dashboard = TokenService::new(
-            &Secret::new(secret.as_bytes().to_vec()),
-            "ceph-dashboard".into(),
-            Duration::from_secs(100),
-        );
+        let dashboard = with_keys(&[key(SigningKey::DEFAULT_KID, secret)], "ceph-dashboard");
         let issued = dashboard.issue("admin", NOW).unwrap();
         assert_eq!(ours.verify(&issued.token, NOW), Err(TokenError::Foreign));
     }

@@ -12,7 +12,7 @@ use crate::metrics::Metrics;
 use crate::respond::LocalResponse;
 use crate::secrets::Secret;
 use crate::state::StateConfig;
-use crate::tokens::TokenService;
+use crate::tokens::{SigningKey, TokenService};
 use crate::users::{PasswordChecker, PasswordHash, Role, UserDb, UserSpec};
 
 pub const NOW: u64 = 1_800_000_000;
@@ -33,7 +33,10 @@ pub fn auth() -> Arc<Auth> {
             user("disabled", Role::Administrator, false),
         ]),
         tokens: TokenService::new(
-            &Secret::new(b"0123456789abcdef0123456789abcdef".to_vec()),
+            &[SigningKey {
+                kid: SigningKey::DEFAULT_KID.into(),
+                secret: Secret::new(b"0123456789abcdef0123456789abcdef".to_vec()),
+            }],
             "clustergate".into(),
             Duration::from_secs(3600),
         ),

@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
-use super::file::{ApiSection, AuthSection};
+use super::file::{ApiSection, AuthSection, SigningKeyEntry};
 use super::parse::Source;
 use super::server::default_threads;
 use super::ConfigErrors;
 use crate::secrets::Secret;
+use crate::tokens::SigningKey;
 
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
@@ -20,9 +21,10 @@ pub struct AuthConfig {
     pub token_ttl: Duration,
     pub issuer: String,
     pub lockout: Option<LockoutPolicy>,
-    /// The signing secret read from `auth.secret_file`; `None`: generated into
+    /// The signing keys (`auth.signing_keys`, or `auth.secret_file` as the one key
+    /// "default"), read once; the first signs. Empty: one generated into
     /// `state_dir/jwt-secret` at start.
-    pub secret: Option<Secret>,
+    pub signing_keys: Vec<SigningKey>,
     pub max_concurrent_hashes: usize,
     pub max_queued_logins: usize,
 }
@@ -67,10 +69,7 @@ pub(super) fn validate(
         errors.push(f, "auth.issuer", "must not be empty");
     }
     let lockout = lockout(errors, at, auth.lockout_attempts, auth.lockout_seconds);
-    let secret = auth
-        .secret_file
-        .as_deref()
-        .and_then(|path| secret(errors, at, path));
+    let signing_keys = signing_keys(errors, at, auth.secret_file.as_deref(), &auth.signing_keys);
     let max_concurrent_hashes = auth
         .max_concurrent_hashes
         .unwrap_or_else(|| (default_threads() / 2).max(1));
@@ -81,7 +80,7 @@ pub(super) fn validate(
         token_ttl: Duration::from_secs(auth.token_ttl_seconds),
         issuer: auth.issuer,
         lockout,
-        secret,
+        signing_keys,
         max_concurrent_hashes,
         max_queued_logins: auth.max_queued_logins,
     }
@@ -106,13 +105,79 @@ fn lockout(
     }
 }
 
-fn secret(errors: &mut ConfigErrors, at: &Source<'_>, path: &str) -> Option<Secret> {
+/// `auth.secret_file` (one key, "default") or `auth.signing_keys`, never both.
+fn signing_keys(
+    errors: &mut ConfigErrors,
+    at: &Source<'_>,
+    secret_file: Option<&str>,
+    entries: &[SigningKeyEntry],
+) -> Vec<SigningKey> {
+    match (secret_file, entries.is_empty()) {
+        (Some(_), false) => {
+            errors.push(at.file, "auth.signing_keys", "cannot be combined with auth.secret_file: list that secret as one of the keys (kid = \"default\" keeps its tokens valid)");
+            Vec::new()
+        }
+        (Some(path), true) => secret(errors, at, "auth.secret_file", path)
+            .map(|secret| SigningKey {
+                kid: SigningKey::DEFAULT_KID.into(),
+                secret,
+            })
+            .into_iter()
+            .collect(),
+        (None, _) => listed_keys(errors, at, entries),
+    }
+}
+
+fn listed_keys(
+    errors: &mut ConfigErrors,
+    at: &Source<'_>,
+    entries: &[SigningKeyEntry],
+) -> Vec<SigningKey> {
+    let mut keys: Vec<SigningKey> = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let key = format!("auth.signing_keys[{i}]");
+        let plain = |b: u8| b.is_ascii_alphanumeric() || b"._-".contains(&b);
+        if entry.kid.is_empty() || entry.kid.len() > 64 || !entry.kid.bytes().all(plain) {
+            errors.push(
+                at.file,
+                format!("{key}.kid"),
+                format!(
+                    "{:?} must be 1 to 64 letters, digits, '.', '_' or '-'",
+                    entry.kid
+                ),
+            );
+            continue;
+        }
+        if keys.iter().any(|k| k.kid == entry.kid) {
+            errors.push(
+                at.file,
+                format!("{key}.kid"),
+                format!("{:?} is listed twice", entry.kid),
+            );
+            continue;
+        }
+        if let Some(secret) = secret(
+            errors,
+            at,
+            &format!("{key}.secret_file"),
+            &entry.secret_file,
+        ) {
+            keys.push(SigningKey {
+                kid: entry.kid.clone(),
+                secret,
+            });
+        }
+    }
+    keys
+}
+
+fn secret(errors: &mut ConfigErrors, at: &Source<'_>, key: &str, path: &str) -> Option<Secret> {
     match crate::secrets::read_secret(&at.resolve(path)) {
         Ok(secret) => Some(secret),
         Err(e) => {
             errors.push(
                 at.file,
-                "auth.secret_file",
+                key,
                 format!("{e} (or remove the key to have one generated)"),
             );
             None

@@ -82,6 +82,7 @@ pub(super) struct AuthSection {
     pub lockout_seconds: u64,
     pub issuer: String,
     pub secret_file: Option<String>,
+    pub signing_keys: Vec<SigningKeyEntry>,
     pub max_concurrent_hashes: Option<usize>,
     pub max_queued_logins: usize,
 }
@@ -95,10 +96,19 @@ impl Default for AuthSection {
             lockout_seconds: 300,
             issuer: "clustergate".into(),
             secret_file: None,
+            signing_keys: Vec::new(),
             max_concurrent_hashes: None,
             max_queued_logins: 64,
         }
     }
+}
+
+/// One of `auth.signing_keys`: the first signs, all verify.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SigningKeyEntry {
+    pub kid: String,
+    pub secret_file: String,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,6 +1,7 @@
 use super::*;
 use std::time::Duration;
 
+use crate::state::StateConfig;
 use crate::users::{Permission, Role, Scope};
 
 fn dir() -> tempfile::TempDir {
@@ -292,4 +293,67 @@ fn every_upstream_timeout_is_derived_once_from_the_two_settings() {
     let short = Timeouts::derive(Duration::from_millis(100), Duration::from_secs(1));
     assert_eq!(short.health_probe, Duration::from_secs(1));
     assert_eq!(short.standby_probe, Duration::from_secs(1));
+}
+
+#[test]
+fn signing_keys_are_read_in_order_and_checked() {
+    let d = dir();
+    let secret = "0123456789abcdef0123456789abcdef";
+    std::fs::write(d.path().join("new.key"), secret).unwrap();
+    std::fs::write(d.path().join("old.key"), secret).unwrap();
+    let keys = "[auth]\nsigning_keys = [{ kid = \"2026-11\", secret_file = \"new.key\" }, { kid = \"2026-10\", secret_file = \"old.key\" }]";
+    let c = parse(keys, d.path()).unwrap();
+    let kids: Vec<&str> = c.auth.signing_keys.iter().map(|k| k.kid.as_str()).collect();
+    assert_eq!(kids, ["2026-11", "2026-10"], "the first signs");
+
+    let twice = "[auth]\nsigning_keys = [{ kid = \"a\", secret_file = \"new.key\" }, { kid = \"a\", secret_file = \"old.key\" }]";
+    assert!(parse(twice, d.path())
+        .unwrap_err()
+        .mentions("auth.signing_keys[1].kid"));
+    let bad_kid = "[auth]\nsigning_keys = [{ kid = \"a b\", secret_file = \"new.key\" }]";
+    assert!(parse(bad_kid, d.path())
+        .unwrap_err()
+        .mentions("auth.signing_keys[0].kid"));
+    let missing = "[auth]\nsigning_keys = [{ kid = \"a\", secret_file = \"gone.key\" }]";
+    assert!(parse(missing, d.path())
+        .unwrap_err()
+        .mentions("auth.signing_keys[0].secret_file"));
+    let both = "[auth]\nsecret_file = \"new.key\"\nsigning_keys = [{ kid = \"a\", secret_file = \"old.key\" }]";
+    assert!(parse(both, d.path())
+        .unwrap_err()
+        .mentions("auth.signing_keys"));
+}
+
+#[test]
+fn a_single_secret_file_is_the_default_key() {
+    let d = dir();
+    std::fs::write(d.path().join("jwt.key"), "0123456789abcdef0123456789abcdef").unwrap();
+    let c = parse("[auth]\nsecret_file = \"jwt.key\"", d.path()).unwrap();
+    assert_eq!(c.auth.signing_keys.len(), 1);
+    assert_eq!(c.auth.signing_keys[0].kid, "default");
+}
+
+#[test]
+fn the_state_section_is_checked() {
+    let d = dir();
+    let c = parse("", d.path()).unwrap();
+    assert!(matches!(c.state, StateConfig::Memory));
+    let redis = parse(
+        "[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"redis://127.0.0.1:6379\"",
+        d.path(),
+    )
+    .unwrap();
+    assert!(matches!(redis.state, StateConfig::Redis(_)));
+    let cases = [
+        ("[state]\nbackend = \"etcd\"", "state.backend"),
+        ("[state]\nbackend = \"redis\"", "state.redis"),
+        ("[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"http://x\"", "state.redis.url"),
+        ("[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"redis://u:p@x:6379\"", "state.redis.url"),
+        ("[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"redis://x\"\nusername = \"gw\"", "state.redis.password_file"),
+        ("[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"redis://x\"\ncommand_timeout_ms = 0", "state.redis.command_timeout_ms"),
+        ("[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"redis://x\"\nca_file = \"ca.pem\"", "state.redis.ca_file"),
+    ];
+    for (text, key) in cases {
+        assert!(parse(text, d.path()).unwrap_err().mentions(key), "{text}");
+    }
 }
