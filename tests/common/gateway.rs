@@ -185,6 +185,17 @@ impl Gateway {
             api = self.section_extras("api"),
             auth = self.section_extras("auth"),
         ) + &self.upstream_text()
+            + &self.optional_section("state")
+            + &self.optional_section("state.redis")
+    }
+
+    /// `[name]` with its extra lines, when a test added any.
+    fn optional_section(&self, name: &str) -> String {
+        let lines = self.section_extras(name);
+        if lines.is_empty() {
+            return String::new();
+        }
+        format!("\n[{name}]\n{lines}\n")
     }
 
     /// The `[upstream]` and `[access]` sections, when forwarding is configured.

@@ -10,8 +10,10 @@ mod dashboard;
 mod expect;
 mod forwarding;
 mod gateway;
+mod haproxy;
 mod jwt;
 mod process;
+mod redis;
 mod requests;
 mod users;
 
@@ -19,8 +21,10 @@ pub use dashboard::*;
 pub use expect::*;
 pub use forwarding::*;
 pub use gateway::*;
+pub use haproxy::*;
 pub use jwt::*;
 pub use process::*;
+pub use redis::*;
 pub use requests::*;
 pub use users::*;
 

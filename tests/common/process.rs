@@ -28,6 +28,8 @@ impl RunningGateway {
     /// gateway's bind ("address in use") is retried on new ports, twice at most.
     pub(super) fn launch(&mut self) {
         for attempt in 1..=3 {
+            self.addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            self.metrics_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
             match self.spawn_and_wait() {
                 Ok(()) => {
                     self.client = self.build_client(false);
@@ -49,8 +51,6 @@ impl RunningGateway {
     }
 
     fn spawn_and_wait(&mut self) -> Result<(), String> {
-        self.addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        self.metrics_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let config =
             self.spec
                 .write_files(self.dir.path(), self.addr.port(), self.metrics_addr.port());
@@ -190,6 +190,13 @@ impl RunningGateway {
         self.stop();
         change(&mut self.spec);
         self.launch();
+    }
+
+    /// Start again after `stop`, on the same ports (a balancer knows it by its address).
+    pub fn start_again_in_place(&mut self) {
+        self.spawn_and_wait()
+            .unwrap_or_else(|why| panic!("{why}\n{}", self.logs()));
+        self.client = self.build_client(false);
     }
 }
 
