@@ -73,6 +73,15 @@ impl Cluster {
         reply.json()["token"].as_str().unwrap().to_string()
     }
 
+    async fn logout(&self, token: &str) -> u16 {
+        let req = self
+            .client
+            .post(self.haproxy.url("/api/auth/logout"))
+            .header("Accept", V1)
+            .header("Authorization", format!("Bearer {token}"));
+        req.send().await.unwrap().status().as_u16()
+    }
+
     async fn post(&self, path: &str, body: &serde_json::Value) -> Reply {
         let req = self
             .client
@@ -124,12 +133,7 @@ async fn a_logout_through_the_balancer_holds_on_every_gateway() {
     assert_eq!(cluster.get(&token).await, Ok(200));
     on_every_gateway(&cluster, &token, 200).await;
 
-    let logout = cluster
-        .client
-        .post(cluster.haproxy.url("/api/auth/logout"))
-        .header("Accept", V1)
-        .header("Authorization", format!("Bearer {token}"));
-    assert_eq!(logout.send().await.unwrap().status().as_u16(), 200);
+    assert_eq!(cluster.logout(&token).await, 200);
     on_every_gateway(&cluster, &token, 401).await;
     assert_eq!(cluster.get(&token).await, Ok(401));
 }
@@ -163,12 +167,7 @@ async fn a_redis_outage_takes_every_gateway_out_of_rotation_and_back() {
     let mut cluster = cluster().await;
     let kept = cluster.login(ADMIN, ADMIN_PW).await;
     let revoked = cluster.login(VIEWER, VIEWER_PW).await;
-    let logout = cluster
-        .client
-        .post(cluster.haproxy.url("/api/auth/logout"))
-        .header("Accept", V1)
-        .header("Authorization", format!("Bearer {revoked}"));
-    assert_eq!(logout.send().await.unwrap().status().as_u16(), 200);
+    assert_eq!(cluster.logout(&revoked).await, 200);
 
     cluster.redis.stop();
     cluster.haproxy.wait_servers_up(0, Duration::from_secs(10));

@@ -12,7 +12,7 @@
 //! Every command is bounded by `command_timeout`; a Redis that is down is `Unavailable`,
 //! never a hang, and the connection comes back by itself.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -158,11 +158,16 @@ impl Redis {
         .await
     }
 
+    /// Runs a Lua script on one key with `args` (a value or a tuple of values).
     async fn run_script<T: redis::FromRedisValue>(
         &self,
         what: &'static str,
-        invocation: redis::ScriptInvocation<'_>,
+        script: &Script,
+        key: String,
+        args: impl redis::ToRedisArgs,
     ) -> Result<T, StateError> {
+        let mut invocation = script.prepare_invoke();
+        invocation.key(key).arg(args);
         self.bounded(what, async {
             let mut connection = self.connection().await?;
             invocation.invoke_async(&mut connection).await
@@ -395,7 +400,9 @@ impl BackgroundService for RevocationFeed {
 
 /// Counts a failure; a lock over at `now` is forgotten first, with its count. Keys: the
 /// user's record. Arguments: now, how long a count is kept.
-const RECORD_FAILURE: &str = r#"
+static RECORD_FAILURE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
 local locked = tonumber(redis.call('HGET', KEYS[1], 'locked_until') or '0')
 if locked > 0 and locked <= tonumber(ARGV[1]) then
   redis.call('DEL', KEYS[1])
@@ -405,14 +412,20 @@ if redis.call('TTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('EXPIRE', KEYS[1], ARGV[2])
 end
 return failures
-"#;
+"#,
+    )
+});
 
 /// Locks a user until ARGV[1], keeping its count; the record outlives the lock by ARGV[2].
-const LOCK: &str = r#"
+static LOCK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
 redis.call('HSET', KEYS[1], 'locked_until', ARGV[1])
 redis.call('EXPIREAT', KEYS[1], tonumber(ARGV[1]) + tonumber(ARGV[2]))
 return 1
-"#;
+"#,
+    )
+});
 
 /// Lockouts: one hash per username, `failures` and `locked_until`.
 pub struct RedisLockouts {
@@ -435,23 +448,19 @@ impl Lockouts for RedisLockouts {
     }
 
     async fn record_failure(&self, username: &str, now: UnixTime) -> Result<u32, StateError> {
-        let script = Script::new(RECORD_FAILURE);
-        let mut invocation = script.prepare_invoke();
-        invocation
-            .key(self.redis.key("lockout", username))
-            .arg(now)
-            .arg(FAILURE_MEMORY_SECONDS);
-        self.redis.run_script("lockout", invocation).await
+        let key = self.redis.key("lockout", username);
+        let args = (now, FAILURE_MEMORY_SECONDS);
+        self.redis
+            .run_script("lockout", &RECORD_FAILURE, key, args)
+            .await
     }
 
     async fn lock(&self, username: &str, until: UnixTime) -> Result<(), StateError> {
-        let script = Script::new(LOCK);
-        let mut invocation = script.prepare_invoke();
-        invocation
-            .key(self.redis.key("lockout", username))
-            .arg(until)
-            .arg(FAILURE_MEMORY_SECONDS);
-        self.redis.run_script::<i64>("lockout", invocation).await?;
+        let key = self.redis.key("lockout", username);
+        let args = (until, FAILURE_MEMORY_SECONDS);
+        self.redis
+            .run_script::<i64>("lockout", &LOCK, key, args)
+            .await?;
         Ok(())
     }
 
@@ -466,15 +475,21 @@ impl Lockouts for RedisLockouts {
 }
 
 /// Deletes KEYS[1] if it still holds ARGV[1].
-const DELETE_IF_EQUAL: &str = r#"
+static DELETE_IF_EQUAL: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
-"#;
+"#,
+    )
+});
 
 /// Deletes the stored token (`<renew_at> <token>`, KEYS[1]) if it is still ARGV[1].
-const DISCARD_TOKEN: &str = r#"
+static DISCARD_TOKEN: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
 local stored = redis.call('GET', KEYS[1])
 if stored then
   local space = string.find(stored, ' ', 1, true)
@@ -483,7 +498,9 @@ if stored then
   end
 end
 return 0
-"#;
+"#,
+    )
+});
 
 /// How long a stored token outlives its renewal time (the dashboard's tokens expire a
 /// fifth of their lifetime, at most 5 minutes, after it).
@@ -557,13 +574,9 @@ impl UpstreamTokens for RedisUpstreamTokens {
         if self.local().is_some_and(|t| &*t.token == token) {
             self.set_local(None);
         }
-        let script = Script::new(DISCARD_TOKEN);
-        let mut invocation = script.prepare_invoke();
-        invocation
-            .key(self.redis.key("upstream", "token"))
-            .arg(token);
+        let key = self.redis.key("upstream", "token");
         self.redis
-            .run_script::<i64>("upstream token", invocation)
+            .run_script::<i64>("upstream token", &DISCARD_TOKEN, key, token)
             .await?;
         Ok(())
     }
@@ -581,13 +594,10 @@ impl UpstreamTokens for RedisUpstreamTokens {
     }
 
     async fn release_login(&self) -> Result<(), StateError> {
-        let script = Script::new(DELETE_IF_EQUAL);
-        let mut invocation = script.prepare_invoke();
-        invocation
-            .key(self.redis.key("upstream", "login"))
-            .arg(&self.claimant);
+        let key = self.redis.key("upstream", "login");
+        let claimant = self.claimant.as_str();
         self.redis
-            .run_script::<i64>("login claim", invocation)
+            .run_script::<i64>("login claim", &DELETE_IF_EQUAL, key, claimant)
             .await?;
         Ok(())
     }
