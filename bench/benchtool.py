@@ -31,16 +31,17 @@ import subprocess
 import sys
 import time
 
-CONTENDERS = ["direct", "nginx", "haproxy", "pingora", "clustergate"]
+CONTENDERS = ["direct", "nginx", "haproxy", "pingora", "clustergate", "clustergate_redis"]
 LABELS = {
     "direct": "1 direct (nginx backend)",
     "nginx": "2 nginx proxy_pass, no auth",
     "haproxy": "3 HAProxy jwt_verify HS256",
     "pingora": "pingora 0.9's own proxy, no auth (floor)",
     "clustergate": "4 clustergate",
+    "clustergate_redis": "5 clustergate, state in Redis",
 }
 SHORT = {"direct": "direct", "nginx": "nginx", "haproxy": "HAProxy", "pingora": "pingora",
-         "clustergate": "clustergate"}
+         "clustergate": "clustergate", "clustergate_redis": "clustergate+Redis"}
 
 
 def out(obj):
@@ -613,7 +614,7 @@ def cmd_report(workdir, resdir, stamp):
                          for r in runs if r["phase"] == "saturation" and r["contender"] == c]
     # CPU time of the contender's own processes per request at saturation (median of rounds)
     proc_of = {"direct": "backend", "nginx": "nginx", "haproxy": "haproxy", "pingora": "pingora",
-               "clustergate": "clustergate"}
+               "clustergate": "clustergate", "clustergate_redis": "clustergate_redis"}
     cpu_req, cpu_req_backend = {}, {}
     for c in CONTENDERS:
         mine = [r["cpu_us_per_request"].get(proc_of[c]) for r in runs
@@ -675,11 +676,13 @@ def cmd_report(workdir, resdir, stamp):
             "clustergate_vs_haproxy_rps": ratio(rps["clustergate"], rps["haproxy"]),
             "clustergate_vs_nginx_rps": ratio(rps["clustergate"], rps["nginx"]),
             "clustergate_vs_pingora_rps": ratio(rps["clustergate"], rps["pingora"]),
+            "redis_vs_memory_rps": ratio(rps["clustergate_redis"], rps["clustergate"]),
             "check_vs_ceph_rps": ratio(chk["clustergate"], chk["ceph"], 1),
             "login_flood_p99": ratio(flood["p99_ms"], base["p99_ms"]),
         },
         "p99_added_ms": added(p99),
         "login_ms": (extra.get("login") or {}).get("median_ms"),
+        "login_redis_ms": (extra.get("login_redis") or {}).get("median_ms"),
         "rss_idle_mb": extra.get("rss_idle_mb"),
         "rss_10k_conns_mb": (extra.get("conns") or {}).get("rss_mb"),
         # ---- beyond the keys the issue asks for
@@ -855,7 +858,9 @@ def markdown(res):
     L.append(f"| `POST /api/auth/check` req/s: clustergate / Ceph dashboard | "
              f"{fmt(res['check_rps']['clustergate'], 0)} / {fmt(res['check_rps']['ceph'], 0)} "
              f"= {fmt(r['check_vs_ceph_rps'], 1)}× |")
+    L.append(f"| clustergate with its state in Redis ÷ in memory: req/s | {fmt(r['redis_vs_memory_rps'])} |")
     L.append(f"| one login (argon2id, median of {(res.get('login') or {}).get('n', '–')}) | {fmt(res['login_ms'])} ms |")
+    L.append(f"| one login with the state in Redis (median) | {fmt(res.get('login_redis_ms'))} ms |")
     L.append(f"| proxied p99 during a wrong-password login flood (50 clients) ÷ without | "
              f"{fmt(lf['p99_flood_ms'], 3)} / {fmt(lf['p99_base_ms'], 3)} ms = {fmt(r['login_flood_p99'])}× |")
     mem = res.get("memory") or {}
@@ -891,7 +896,7 @@ def nice_max(v):
 def svg(res):
     W, H = 960, 440
     colors = {"direct": "#8c8c8c", "nginx": "#4c78a8", "haproxy": "#f58518", "pingora": "#b279a2",
-              "clustergate": "#54a24b"}
+              "clustergate": "#54a24b", "clustergate_redis": "#2e7d32"}
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
              'font-family="DejaVu Sans, Arial, sans-serif" font-size="12">',
              f'<rect width="{W}" height="{H}" fill="white"/>']

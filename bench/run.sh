@@ -160,6 +160,7 @@ command -v wrk >/dev/null 2>&1 || need_pkgs+=(wrk)
 command -v h2load >/dev/null 2>&1 || need_pkgs+=(nghttp2-client)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_pkgs+=(nginx)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need_pkgs+=(haproxy)
+command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || need_pkgs+=(redis-server)
 command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
 command -v taskset >/dev/null 2>&1 || need_pkgs+=(util-linux)
 command -v python3 >/dev/null 2>&1 || need_pkgs+=(python3)
@@ -187,7 +188,7 @@ if [ "${#need_pkgs[@]}" -gt 0 ]; then
   [ -z "$POLICY_RC" ] || { "${sudo[@]}" rm -f "$POLICY_RC"; POLICY_RC=""; }
 fi
 export PATH=$PATH:/usr/sbin:/sbin
-NGINX=$(command -v nginx); HAPROXY=$(command -v haproxy)
+NGINX=$(command -v nginx); HAPROXY=$(command -v haproxy); REDIS=$(command -v redis-server)
 
 # 10,000 client connections need as many descriptors in the gateway and in the client.
 hard=$(ulimit -Hn)
@@ -214,7 +215,8 @@ BUILD_S=$((SECONDS - T0))
 T_MEASURE=$SECONDS
 
 # ------------------------------------------------------------------ configuration
-read -r P_BACKEND P_NGINX P_HAPROXY P_HAPROXY_UNPINNED P_FLOOR P_CG P_CG_METRICS <<<"$("${TOOL[@]}" ports 7)"
+read -r P_BACKEND P_NGINX P_HAPROXY P_HAPROXY_UNPINNED P_FLOOR P_CG P_CG_METRICS P_CGR P_CGR_METRICS P_REDIS \
+  <<<"$("${TOOL[@]}" ports 10)"
 BACKEND_TOKEN=$("${TOOL[@]}" backend-token)
 SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')          # 64 hex characters
 BENCH_USER=bench
@@ -254,6 +256,15 @@ scopes_file = "$ROOT/conf/scopes.toml"
 EOF
 "$CG" check-config --config "$WORK/cg/clustergate.toml" >"$WORK/cg/check-config.out" 2>&1 ||
   die "bench clustergate config refused: $(cat "$WORK/cg/check-config.out")"
+# The same gateway with its state in Redis (its own listeners and state directory; the same
+# users and secret, so one token serves both).
+mkdir -p "$WORK/cgr"
+cp -p "$WORK/cg/jwt-secret" "$WORK/cg/upstream.pass" "$WORK/cg/users.toml" "$WORK/cgr/"
+sed -e "s/127.0.0.1:$P_CG\"/127.0.0.1:$P_CGR\"/" -e "s/127.0.0.1:$P_CG_METRICS\"/127.0.0.1:$P_CGR_METRICS\"/" \
+  "$WORK/cg/clustergate.toml" >"$WORK/cgr/clustergate.toml"
+printf '[state]\nbackend = "redis"\n[state.redis]\nurl = "redis://127.0.0.1:%s"\n' "$P_REDIS" >>"$WORK/cgr/clustergate.toml"
+"$CG" check-config --config "$WORK/cgr/clustergate.toml" >"$WORK/cgr/check-config.out" 2>&1 ||
+  die "bench clustergate (Redis) config refused: $(cat "$WORK/cgr/check-config.out")"
 
 # The stand-in dashboard: a fixed body shaped like GET /api/health/minimal of Ceph 16.2
 # (~1 KB), what the gateway's service account login needs, and the health check path.
@@ -377,15 +388,21 @@ start_server pingora-floor "$FLOOR" "127.0.0.1:$P_FLOOR" "127.0.0.1:$P_BACKEND" 
 export RUST_LOG=$CG_LOG      # read by clustergate only
 start_server clustergate "$CG" run --config "$WORK/cg/clustergate.toml"
 CG_PID=${PIDS[-1]}
+start_server redis "$REDIS" --bind 127.0.0.1 --port "$P_REDIS" --save '' --appendonly no --dir "$WORK/cgr"
+start_server clustergate-redis "$CG" run --config "$WORK/cgr/clustergate.toml"
+CGR_PID=${PIDS[-1]}
 # the servers whose CPU time is counted per request (with their children: nginx's workers)
-PROCS=(backend="${PIDS[0]}" nginx="${PIDS[1]}" haproxy="${PIDS[2]}" pingora="${PIDS[3]}" clustergate="$CG_PID")
+PROCS=(backend="${PIDS[0]}" nginx="${PIDS[1]}" haproxy="${PIDS[2]}" pingora="${PIDS[3]}" clustergate="$CG_PID"
+  clustergate_redis="$CGR_PID")
 
 URL_DIRECT=http://127.0.0.1:$P_BACKEND$HEALTH
 URL_NGINX=http://127.0.0.1:$P_NGINX$HEALTH
 URL_HAPROXY=http://127.0.0.1:$P_HAPROXY$HEALTH
 URL_FLOOR=http://127.0.0.1:$P_FLOOR$HEALTH
 URL_CG=http://127.0.0.1:$P_CG$HEALTH
-declare -A URL=([direct]=$URL_DIRECT [nginx]=$URL_NGINX [haproxy]=$URL_HAPROXY [pingora]=$URL_FLOOR [clustergate]=$URL_CG)
+URL_CGR=http://127.0.0.1:$P_CGR$HEALTH
+declare -A URL=([direct]=$URL_DIRECT [nginx]=$URL_NGINX [haproxy]=$URL_HAPROXY [pingora]=$URL_FLOOR [clustergate]=$URL_CG
+  [clustergate_redis]=$URL_CGR)
 
 code_of() {  # url [curl args...] -> status (000: no answer)
   local url=$1; shift
@@ -405,6 +422,7 @@ wait_code "haproxy" "$URL_HAPROXY" 401 20
 wait_code "pingora floor" "$URL_FLOOR" 200 20
 # the gateway answers 503 until its health check has seen the backend active
 wait_code "clustergate metrics" "http://127.0.0.1:$P_CG_METRICS/healthz" 200 30
+wait_code "clustergate (Redis) readiness" "http://127.0.0.1:$P_CGR_METRICS/readyz" 200 30
 
 sleep 1
 RSS_START=$(awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$CG_PID/status")   # before any login
@@ -424,6 +442,7 @@ CHECK_ACCEPT="Accept: $V1"
 printf '{"token": "%s"}' "$TOKEN" >"$WORK/check-cg.json"
 log "logged in to clustergate as $BENCH_USER"
 wait_code "clustergate forwarding" "$URL_CG" 200 30 -H "$AUTH" -H "$ACCEPT"
+wait_code "clustergate (Redis) forwarding" "$URL_CGR" 200 30 -H "$AUTH" -H "$ACCEPT"
 
 # ------------------------------------------------------------------ correctness, before any load
 check() {  # contender what url expected-code [curl args...]: records, returns 1 on mismatch
@@ -445,7 +464,7 @@ bad=0
 check direct "fixed body" "$URL_DIRECT" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
 check nginx "fixed body through the proxy" "$URL_NGINX" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
 check pingora "fixed body through the proxy" "$URL_FLOOR" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
-for who in haproxy clustergate; do
+for who in haproxy clustergate clustergate_redis; do
   url=${URL[$who]}
   check "$who" "valid token" "$url" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
   check "$who" "no token" "$url" 401 -H "$ACCEPT" || bad=1
@@ -505,7 +524,7 @@ log "with $IDLE_CONNS connections: $(cat "$WORK/extra/conns.json")"
 sleep 2
 
 # ------------------------------------------------------------------ 1-4. proxies, interleaved
-ORDER=(direct nginx haproxy pingora clustergate)
+ORDER=(direct nginx haproxy pingora clustergate clustergate_redis)
 log "warm-up: 1 s of load on each contender"
 for who in "${ORDER[@]}"; do
   ld wrk -t1 -c"$CONNS" -d1s -H "$AUTH" -H "$ACCEPT" "${URL[$who]}" >/dev/null 2>&1 || true
@@ -563,6 +582,10 @@ fi
 ld "${TOOL[@]}" logins "$P_CG" "$BENCH_USER" "$BENCH_PW" "$LOGINS" >"$WORK/extra/login.json" ||
   soft_error "timing logins failed"
 log "login: $(cat "$WORK/extra/login.json")"
+"${TOOL[@]}" logins "$P_CGR" "$BENCH_USER" "$BENCH_PW" 1 >/dev/null
+ld "${TOOL[@]}" logins "$P_CGR" "$BENCH_USER" "$BENCH_PW" "$LOGINS" >"$WORK/extra/login_redis.json" ||
+  soft_error "timing logins with Redis state failed"
+log "login with Redis state: $(cat "$WORK/extra/login_redis.json")"
 wrong=$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' --max-time 10 -X POST -H "$ACCEPT" \
   -H 'Content-Type: application/json' --data-binary @"$WORK/login-wrong.json" "http://127.0.0.1:$P_CG/api/auth" || true)
 [ "$wrong" = 400 ] || soft_error "a wrong password answered $wrong, not 400"
