@@ -10,6 +10,7 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::Session;
 
 use crate::auth::request::TOKEN_COOKIE;
+use crate::errors::GatewayError;
 use crate::respond::carries_only;
 use crate::upstream::Upstreams;
 use crate::users::User;
@@ -69,6 +70,71 @@ const REPLACED: [&str; 7] = [
     "forwarded",
     "x-real-ip",
 ];
+
+/// Connection options a request may carry to the backend; every other token of its
+/// `Connection` header nominates a hop-by-hop header.
+const CONNECTION_OPTIONS: [&str; 3] = ["close", "keep-alive", "upgrade"];
+
+/// Headers whose nomination is ignored: the gateway sets or replaces them, or the
+/// request's framing depends on them.
+const NOT_HOP_BY_HOP: [&str; 4] = ["host", "content-length", "transfer-encoding", "cookie"];
+
+/// `Connection` tokens read from one request, at most: past this the request is refused.
+pub const MAX_CONNECTION_TOKENS: usize = 32;
+
+/// Settles the client's `Connection` header before pingora builds the backend's request
+/// from it: a nominated header is removed here, the nomination of a header the gateway
+/// sets is ignored, and only the connection options stay. pingora would otherwise close
+/// the connection without an answer on a nomination of `X-Forwarded-For` or `Host`.
+pub fn settle_connection_header(req: &mut RequestHeader) -> Result<(), GatewayError> {
+    let values = req.headers.get_all(http::header::CONNECTION);
+    if values.iter().all(|v| is_connection_option(v.as_bytes())) {
+        return Ok(());
+    }
+    let tokens: Vec<String> = values
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .map(|t| String::from_utf8_lossy(t.trim_ascii()).to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .take(MAX_CONNECTION_TOKENS + 1)
+        .collect();
+    if tokens.len() > MAX_CONNECTION_TOKENS {
+        return Err(GatewayError::bad_request(format!(
+            "The Connection header names more than {MAX_CONNECTION_TOKENS} options."
+        )));
+    }
+    let mut options: Vec<&str> = Vec::new();
+    for token in &tokens {
+        if let Some(option) = CONNECTION_OPTIONS.iter().find(|o| *o == token) {
+            if !options.contains(option) {
+                options.push(option);
+            }
+        } else if !is_set_by_gateway(token) {
+            // A token that is no header name names nothing (RFC 9110 7.6.1 lets it be ignored).
+            if let Ok(name) = http::HeaderName::from_bytes(token.as_bytes()) {
+                req.remove_header(&name);
+            }
+        }
+    }
+    req.remove_header(&http::header::CONNECTION);
+    if !options.is_empty() {
+        req.insert_header(http::header::CONNECTION, options.join(", "))
+            .map_err(|_| GatewayError::bad_request("The Connection header is invalid."))?;
+    }
+    Ok(())
+}
+
+/// A `Connection` value that is one connection option (the usual case: nothing to do).
+fn is_connection_option(value: &[u8]) -> bool {
+    let value = value.trim_ascii();
+    CONNECTION_OPTIONS
+        .iter()
+        .any(|o| value.eq_ignore_ascii_case(o.as_bytes()))
+}
+
+fn is_set_by_gateway(name: &str) -> bool {
+    REPLACED.contains(&name) || NOT_HOP_BY_HOP.contains(&name)
+}
 
 /// Characters escaped in `X-Forwarded-User` (UTF-8 percent-encoding where not plain ASCII).
 const USER_ESCAPES: &AsciiSet = &CONTROLS.add(b'%').add(b' ').add(b'"').add(b',').add(b';');
@@ -287,5 +353,65 @@ mod tests {
         req.insert_header("cookie", "token=abc").unwrap();
         rewrite_request(&mut req, &forward("u"), "h", Some("t"), &UNKNOWN_CLIENT).unwrap();
         assert!(req.headers.get("cookie").is_none());
+    }
+
+    fn with_connection(values: &[&str]) -> RequestHeader {
+        let mut req = request();
+        req.insert_header("x-forwarded-for", "6.6.6.6").unwrap();
+        req.insert_header("x-trace", "abc").unwrap();
+        for value in values {
+            req.append_header("connection", *value).unwrap();
+        }
+        req
+    }
+
+    fn connection(req: &RequestHeader) -> Vec<&str> {
+        req.headers
+            .get_all("connection")
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_plain_connection_option_is_left_alone() {
+        let mut req = with_connection(&["keep-alive"]);
+        settle_connection_header(&mut req).unwrap();
+        assert_eq!(connection(&req), ["keep-alive"]);
+        assert!(req.headers.contains_key("x-trace"));
+    }
+
+    #[test]
+    fn nominating_headers_the_gateway_sets_is_ignored_and_others_are_removed() {
+        let mut req = with_connection(&[
+            "keep-alive, X-Forwarded-User, Authorization",
+            "X-Forwarded-For, x-trace, Host, \"quoted\"",
+        ]);
+        settle_connection_header(&mut req).unwrap();
+        assert_eq!(connection(&req), ["keep-alive"]);
+        assert!(req.headers.contains_key("authorization"));
+        assert!(req.headers.contains_key("x-forwarded-for"));
+        assert!(
+            !req.headers.contains_key("x-trace"),
+            "a nominated header is hop-by-hop"
+        );
+    }
+
+    #[test]
+    fn only_nominations_leave_no_connection_header() {
+        let mut req = with_connection(&["x-trace"]);
+        settle_connection_header(&mut req).unwrap();
+        assert!(connection(&req).is_empty());
+        assert!(!req.headers.contains_key("x-trace"));
+    }
+
+    #[test]
+    fn too_many_connection_tokens_are_a_400() {
+        let many = vec!["x-a"; MAX_CONNECTION_TOKENS + 1].join(",");
+        let mut req = with_connection(&[&many]);
+        let refused = settle_connection_header(&mut req).unwrap_err();
+        assert_eq!(refused.status(), 400);
+        let mut req = with_connection(&[&vec!["x-a"; MAX_CONNECTION_TOKENS].join(",")]);
+        settle_connection_header(&mut req).unwrap();
     }
 }

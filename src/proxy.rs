@@ -330,6 +330,7 @@ impl Gateway {
             }
             Route::Api | Route::Other => {
                 let forward = self.admit(session, ctx.route, path).await?;
+                forward::settle_connection_header(session.req_header_mut())?;
                 ctx.buffered_body =
                     request::prepare_forwarded_body(session, self.upstreams.max_body_bytes).await?;
                 Ok(Next::Forward(forward))
