@@ -486,6 +486,9 @@ const scenarios = {
       let lockedAt = 0;
       for (let i = 1; i <= LOCKOUT_ATTEMPTS; i += 1) {
         await step(page, `wrong-password-${i}`, async () => {
+          // The UI drops a toast identical to one still shown, and its text carries the
+          // time to the second: attempts in one second would show one toast.
+          await page.waitForTimeout(Math.max(0, lockedAt + 1100 - Date.now()));
           const before = (await toasts(page)).length;
           const r = await submitLogin(page, who.name, `wrong-${i}-${who.password}`);
           lockedAt = Date.now();
@@ -496,6 +499,7 @@ const scenarios = {
         });
       }
       await step(page, 'locked-right-password-refused', async () => {
+        await page.waitForTimeout(Math.max(0, lockedAt + 1100 - Date.now()));
         const before = (await toasts(page)).length;
         const r = await submitLogin(page, who.name, who.password);
         const answeredAfter = (Date.now() - lockedAt) / 1000;
