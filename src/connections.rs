@@ -1,14 +1,18 @@
-//! Idle keep-alive connections wait for their next request in a small future.
+//! Client connections up to a parsed request: each HTTP/1 request head is read here,
+//! bounded in size, in header lines and in time, before pingora parses it; idle keep-alive
+//! connections wait in a small future; and connections per client address are capped.
 //!
-//! pingora serves each HTTP/1 request of a connection inside one large boxed future (the
-//! whole proxy state machine), and a keep-alive connection waits for its next request in
-//! there: measured, about 33 KB resident per idle connection. `LeanKeepalive` waits for
-//! the first bytes of each request itself, holding no buffer while it waits, and only
-//! then hands the connection, those bytes included, to pingora. HTTP/2 connections are
-//! pingora's as before.
+//! pingora reads request heads of up to 1 MiB with no time bound of its own, so a slow or
+//! oversized head would pin memory for as long as the client likes. Reading the head here
+//! also keeps idle connections small: pingora serves each HTTP/1 request inside one large
+//! boxed future (the whole proxy state machine), about 33 KB resident per connection if a
+//! keep-alive connection waited in there; here it waits holding no buffer, and only a
+//! complete head, the bytes read after it included, is handed to pingora's parser.
+//! HTTP/2 connections are pingora's, their header list bounded by its h2 settings.
 
 use std::cell::RefCell;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -16,30 +20,61 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::BytesMut;
+use dashmap::DashMap;
 use pingora::apps::{HttpPersistentSettings, HttpServerApp, ServerApp};
 use pingora::protocols::http::ServerSession;
 use pingora::protocols::{Stream, ALPN};
 use pingora::server::ShutdownWatch;
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::time::Instant;
 
-/// How long a client connection may sit idle between requests (pingora's own default).
-const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// The first read of a request: what pingora starts its header buffer with.
-const FIRST_READ_BYTES: usize = 4096;
+use crate::config::ClientLimits;
+use crate::errors::GatewayError;
+use crate::metrics::{ConnectionRefusal, Metrics};
+use crate::respond::{self, LocalResponse};
 
-/// Wraps an HTTP application (the proxy) so that idle connections stay small.
-pub struct LeanKeepalive<A> {
+/// One read of a request: what pingora starts its header buffer with.
+const READ_BYTES: usize = 4096;
+
+/// Wraps an HTTP application (the proxy) with the client limits.
+pub struct ClientConnections<A> {
     app: Arc<A>,
+    limits: ClientLimits,
+    per_address: ConnectionsPerAddress,
+    metrics: Arc<Metrics>,
+    tls: bool,
 }
 
-impl<A> LeanKeepalive<A> {
-    pub fn new(app: A) -> Self {
-        LeanKeepalive { app: Arc::new(app) }
+impl<A> ClientConnections<A> {
+    pub fn new(app: A, limits: ClientLimits, metrics: Arc<Metrics>, tls: bool) -> Self {
+        ClientConnections {
+            app: Arc::new(app),
+            per_address: ConnectionsPerAddress::new(limits.max_connections_per_ip),
+            limits,
+            metrics,
+            tls,
+        }
+    }
+
+    /// Answers a client refused before pingora parsed its request, then closes.
+    async fn refuse(&self, mut stream: Stream, error: GatewayError, reason: ConnectionRefusal) {
+        self.metrics.connection_refused(reason);
+        let request_id = uuid::Uuid::new_v4().to_string();
+        tracing::info!(request_id, status = error.status(), %error, "client refused");
+        let response = LocalResponse::from_error(&error, &request_id);
+        if let Ok(bytes) = respond::closing_http1(response, self.tls, &request_id) {
+            // The client may be gone or never read: its loss.
+            let write = async {
+                stream.write_all(&bytes).await?;
+                stream.shutdown().await
+            };
+            let _ = tokio::time::timeout(self.limits.header_timeout, write).await;
+        }
     }
 }
 
 #[async_trait]
-impl<A> ServerApp for LeanKeepalive<A>
+impl<A> ServerApp for ClientConnections<A>
 where
     A: HttpServerApp + Send + Sync + 'static,
 {
@@ -48,26 +83,51 @@ where
         mut stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
+        let address = client_address(&stream);
+        let Some(_slot) = self.per_address.enter(address) else {
+            let limit = self.limits.max_connections_per_ip.unwrap_or_default();
+            let refused = GatewayError::TooManyConnections { limit };
+            if matches!(stream.selected_alpn_proto(), None | Some(ALPN::H1)) {
+                self.refuse(stream, refused, ConnectionRefusal::TooManyConnections)
+                    .await;
+            } else {
+                // An HTTP/2 client cannot read an HTTP/1 answer: it sees the close.
+                self.metrics
+                    .connection_refused(ConnectionRefusal::TooManyConnections);
+            }
+            return None;
+        };
         if !matches!(stream.selected_alpn_proto(), None | Some(ALPN::H1)) {
             return self.app.process_new(stream, shutdown).await;
         }
         let mut settings: Option<HttpPersistentSettings> = None;
+        // A fresh connection must start its request within the header timeout; between
+        // requests, a kept-alive one may idle for the keep-alive timeout.
+        let mut wait = self.limits.header_timeout;
         loop {
-            let first_bytes = next_request_bytes(&mut stream, shutdown).await?;
+            let head = match read_head(&mut stream, shutdown, wait, &self.limits).await {
+                Head::Complete(head) => head,
+                Head::Closed => return None,
+                Head::Refused(error, reason) => {
+                    self.refuse(stream, error, reason).await;
+                    return None;
+                }
+            };
             let mut session = ServerSession::new_http1(stream);
             let mut carried = settings.take().unwrap_or_else(|| {
                 // A fresh connection, set up as pingora sets one up.
-                session.set_keepalive(Some(IDLE_TIMEOUT.as_secs()));
+                session.set_keepalive(Some(self.limits.keepalive_timeout.as_secs()));
                 HttpPersistentSettings::for_session(&session)
             });
             // pingora's request parser starts from the bytes already read.
-            carried.set_pipelined_prefix(first_bytes);
+            carried.set_pipelined_prefix(head);
             carried.apply_to_session(&mut session);
             if *shutdown.borrow() {
                 session.set_keepalive(None);
             }
             let reused = self.app.process_new_http(session, shutdown).await?;
             (stream, settings) = reused.consume();
+            wait = self.limits.keepalive_timeout;
         }
     }
 
@@ -76,17 +136,113 @@ where
     }
 }
 
-/// The first bytes of the next request; `None` when the client closes, stays idle too
-/// long, fails, or the server is shutting down.
-async fn next_request_bytes(stream: &mut Stream, shutdown: &ShutdownWatch) -> Option<BytesMut> {
+/// How reading a request head ended.
+enum Head {
+    /// The whole head, and whatever came after it.
+    Complete(BytesMut),
+    /// Nothing to answer: the client closed or stayed idle, the read failed, or the
+    /// server is shutting down.
+    Closed,
+    /// A head over the limits: answered, then the connection is closed.
+    Refused(GatewayError, ConnectionRefusal),
+}
+
+/// Reads the next request's head: its first bytes within `wait`, the rest within the
+/// header timeout of the first byte, within the size and line bounds.
+async fn read_head(
+    stream: &mut Stream,
+    shutdown: &ShutdownWatch,
+    wait: Duration,
+    limits: &ClientLimits,
+) -> Head {
+    let Some(mut head) = next_request_bytes(stream, shutdown, wait).await else {
+        return Head::Closed;
+    };
+    let deadline = Instant::now() + limits.header_timeout;
+    loop {
+        match scan_head(&head, limits) {
+            HeadScan::Complete => return Head::Complete(head),
+            HeadScan::TooLarge => {
+                let limit = format!("{} bytes", limits.max_header_bytes);
+                return Head::Refused(
+                    GatewayError::HeaderTooLarge { limit },
+                    ConnectionRefusal::HeaderTooLarge,
+                );
+            }
+            HeadScan::TooManyLines => {
+                let limit = format!("{} header lines", limits.max_header_count);
+                return Head::Refused(
+                    GatewayError::HeaderTooLarge { limit },
+                    ConnectionRefusal::TooManyHeaderLines,
+                );
+            }
+            HeadScan::Partial => {}
+        }
+        let more = tokio::time::timeout_at(deadline, read_more(stream, &mut head));
+        match more.await {
+            Ok(Ok(0)) | Ok(Err(_)) => return Head::Closed,
+            Ok(Ok(_)) => {}
+            Err(_) => {
+                let millis = limits.header_timeout.as_millis();
+                return Head::Refused(
+                    GatewayError::HeaderTimeout { millis },
+                    ConnectionRefusal::HeaderTimeout,
+                );
+            }
+        }
+    }
+}
+
+/// What the bytes read so far hold of a request head.
+#[derive(Debug, PartialEq, Eq)]
+enum HeadScan {
+    Complete,
+    Partial,
+    TooLarge,
+    TooManyLines,
+}
+
+/// Finds the end of the head (an empty line; httparse takes bare LF line ends too) and
+/// checks it against the limits. Empty lines before the request line are skipped, as
+/// the parser skips them.
+fn scan_head(bytes: &[u8], limits: &ClientLimits) -> HeadScan {
+    let start = bytes
+        .iter()
+        .position(|b| *b != b'\r' && *b != b'\n')
+        .unwrap_or(bytes.len());
+    let rest = &bytes[start..];
+    let end = memchr::memmem::find(rest, b"\n\r\n")
+        .map(|at| at + 3)
+        .into_iter()
+        .chain(memchr::memmem::find(rest, b"\n\n").map(|at| at + 2))
+        .min();
+    let head = &rest[..end.unwrap_or(rest.len())];
+    // The request line and each header end with a newline; the empty line ends the head.
+    let lines = memchr::memchr_iter(b'\n', head).count();
+    let header_lines = lines.saturating_sub(if end.is_some() { 2 } else { 1 });
+    if header_lines > limits.max_header_count {
+        HeadScan::TooManyLines
+    } else if start + head.len() > limits.max_header_bytes {
+        HeadScan::TooLarge
+    } else if end.is_some() {
+        HeadScan::Complete
+    } else {
+        HeadScan::Partial
+    }
+}
+
+/// The first bytes of the next request; `None` when the client closes, stays idle for
+/// `wait`, fails, or the server is shutting down.
+async fn next_request_bytes(
+    stream: &mut Stream,
+    shutdown: &ShutdownWatch,
+    wait: Duration,
+) -> Option<BytesMut> {
     let mut shutdown = shutdown.clone();
     if *shutdown.borrow_and_update() {
         return None;
     }
-    let read = tokio::time::timeout(
-        IDLE_TIMEOUT,
-        std::future::poll_fn(|cx| poll_first_bytes(stream, cx)),
-    );
+    let read = tokio::time::timeout(wait, std::future::poll_fn(|cx| poll_read(stream, cx)));
     tokio::select! {
         biased;
         result = read => match result {
@@ -97,20 +253,172 @@ async fn next_request_bytes(stream: &mut Stream, shutdown: &ShutdownWatch) -> Op
     }
 }
 
+/// Appends one read to `head`; returns the bytes read (0 at the end of the stream).
+async fn read_more(stream: &mut Stream, head: &mut BytesMut) -> io::Result<usize> {
+    let bytes = std::future::poll_fn(|cx| poll_read(stream, cx)).await?;
+    head.extend_from_slice(&bytes);
+    Ok(bytes.len())
+}
+
 thread_local! {
     /// Where a waiting connection reads, shared by the thread's connections: a read that
     /// finds nothing leaves it untouched, so an idle connection holds no buffer.
-    static FIRST_READ: RefCell<[u8; FIRST_READ_BYTES]> = const { RefCell::new([0; FIRST_READ_BYTES]) };
+    static SCRATCH: RefCell<[u8; READ_BYTES]> = const { RefCell::new([0; READ_BYTES]) };
 }
 
-/// One read of the next request's first bytes, copied out of the shared buffer into one
-/// of their own (empty at the end of the stream).
-fn poll_first_bytes(stream: &mut Stream, cx: &mut Context<'_>) -> Poll<io::Result<BytesMut>> {
-    FIRST_READ.with_borrow_mut(|scratch| {
+/// One read, copied out of the shared buffer into one of its own (empty at the end of
+/// the stream).
+fn poll_read(stream: &mut Stream, cx: &mut Context<'_>) -> Poll<io::Result<BytesMut>> {
+    SCRATCH.with_borrow_mut(|scratch| {
         let mut buf = ReadBuf::new(scratch);
         ready!(Pin::new(&mut *stream).poll_read(cx, &mut buf))?;
-        let mut bytes = BytesMut::with_capacity(FIRST_READ_BYTES);
+        let mut bytes = BytesMut::with_capacity(READ_BYTES);
         bytes.extend_from_slice(buf.filled());
         Poll::Ready(Ok(bytes))
     })
+}
+
+/// The client's address as the connection cap counts it: IPv6 clients by their /64,
+/// which one client usually holds whole.
+fn client_address(stream: &Stream) -> Option<IpAddr> {
+    let ip = stream.get_socket_digest()?.peer_addr()?.as_inet()?.ip();
+    Some(match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+        v4 => v4,
+    })
+}
+
+/// Open connections per client address, when capped. Entries live only while their
+/// address holds a connection, so the table is bounded by the open connections.
+struct ConnectionsPerAddress {
+    cap: Option<usize>,
+    open: Arc<DashMap<IpAddr, usize>>,
+}
+
+/// One connection's place in the count; leaving frees it.
+struct Slot {
+    address: IpAddr,
+    open: Arc<DashMap<IpAddr, usize>>,
+}
+
+impl ConnectionsPerAddress {
+    fn new(cap: Option<usize>) -> Self {
+        ConnectionsPerAddress {
+            cap,
+            open: Arc::new(DashMap::new()),
+        }
+    }
+
+    /// A place for one more connection from `address`; `None` when it holds the cap.
+    /// Without a cap, or an address, nothing is counted.
+    fn enter(&self, address: Option<IpAddr>) -> Option<Option<Slot>> {
+        let (Some(cap), Some(address)) = (self.cap, address) else {
+            return Some(None);
+        };
+        let mut count = self.open.entry(address).or_insert(0);
+        if *count >= cap {
+            return None;
+        }
+        *count += 1;
+        Some(Some(Slot {
+            address,
+            open: self.open.clone(),
+        }))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.open.remove_if_mut(&self.address, |_, count| {
+            *count -= 1;
+            *count == 0
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(bytes: usize, lines: usize) -> ClientLimits {
+        ClientLimits {
+            max_header_bytes: bytes,
+            max_header_count: lines,
+            header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(60),
+            max_connections_per_ip: None,
+        }
+    }
+
+    #[test]
+    fn a_head_is_complete_at_its_empty_line_with_crlf_or_bare_lf() {
+        let l = limits(1024, 10);
+        let cases: [(&[u8], HeadScan); 6] = [
+            (b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", HeadScan::Complete),
+            (b"GET / HTTP/1.1\nHost: a\n\nbody", HeadScan::Complete),
+            (b"\r\nGET / HTTP/1.1\r\n\r\n", HeadScan::Complete),
+            (b"GET / HTTP/1.1\r\nHost: a\r\n", HeadScan::Partial),
+            (b"GET / HT", HeadScan::Partial),
+            (b"\r\n", HeadScan::Partial),
+        ];
+        for (bytes, expected) in cases {
+            assert_eq!(scan_head(bytes, &l), expected, "{:?}", bytes.escape_ascii());
+        }
+    }
+
+    #[test]
+    fn a_head_over_the_byte_limit_is_too_large_complete_or_not() {
+        let l = limits(1024, 100);
+        let pad = "a".repeat(1100);
+        let partial = format!("GET / HTTP/1.1\r\nX-Pad: {pad}");
+        assert_eq!(scan_head(partial.as_bytes(), &l), HeadScan::TooLarge);
+        let whole = format!("{partial}\r\n\r\n");
+        assert_eq!(scan_head(whole.as_bytes(), &l), HeadScan::TooLarge);
+        // The body after the head does not count.
+        let small = format!("POST / HTTP/1.1\r\nContent-Length: 1100\r\n\r\n{pad}");
+        assert_eq!(scan_head(small.as_bytes(), &l), HeadScan::Complete);
+    }
+
+    #[test]
+    fn header_lines_are_counted_up_to_the_limit() {
+        let l = limits(8192, 3);
+        let head = |n: usize| {
+            let headers: String = (0..n).map(|i| format!("X-{i}: v\r\n")).collect();
+            format!("GET / HTTP/1.1\r\n{headers}\r\n")
+        };
+        assert_eq!(scan_head(head(3).as_bytes(), &l), HeadScan::Complete);
+        assert_eq!(scan_head(head(4).as_bytes(), &l), HeadScan::TooManyLines);
+        // Counted before the head is complete, too.
+        let partial = head(5);
+        let partial = &partial.as_bytes()[..partial.len() - 2];
+        assert_eq!(scan_head(partial, &l), HeadScan::TooManyLines);
+    }
+
+    #[test]
+    fn connections_per_address_are_capped_and_freed() {
+        let per = ConnectionsPerAddress::new(Some(2));
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let first = per.enter(Some(a)).unwrap();
+        let second = per.enter(Some(a)).unwrap();
+        assert!(per.enter(Some(a)).is_none(), "a third from a is refused");
+        assert!(per.enter(Some(b)).unwrap().is_some(), "b has its own count");
+        drop(first);
+        assert!(per.enter(Some(a)).is_some(), "a closed one frees a place");
+        drop(second);
+        assert!(per.open.get(&a).is_none_or(|c| *c <= 1));
+    }
+
+    #[test]
+    fn without_a_cap_nothing_is_counted() {
+        let per = ConnectionsPerAddress::new(None);
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        for _ in 0..10 {
+            assert!(per.enter(Some(a)).unwrap().is_none());
+        }
+        assert!(per.open.is_empty());
+    }
 }

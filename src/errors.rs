@@ -55,6 +55,15 @@ pub enum GatewayError {
     Version(#[from] VersionError),
     #[error("Too many requests; try again later.")]
     TooManyRequests,
+    /// The request head is over `server.max_header_bytes` or `server.max_header_count`.
+    #[error("The request header is larger than {limit}.")]
+    HeaderTooLarge { limit: String },
+    /// The request head did not arrive within `server.header_timeout_ms`.
+    #[error("The request header did not arrive within {millis} ms.")]
+    HeaderTimeout { millis: u128 },
+    /// The client's address holds `server.max_connections_per_ip` connections already.
+    #[error("Too many connections from this address (at most {limit}).")]
+    TooManyConnections { limit: usize },
     #[error("{detail}")]
     BadGateway { detail: String },
     #[error("{detail}")]
@@ -76,6 +85,13 @@ impl GatewayError {
     pub fn no_active_backend() -> Self {
         GatewayError::Unavailable {
             detail: "no active dashboard backend".into(),
+        }
+    }
+
+    /// The active manager closed or reset the connection before its answer was complete.
+    pub fn backend_closed() -> Self {
+        GatewayError::BadGateway {
+            detail: "the dashboard closed the connection".into(),
         }
     }
 
@@ -131,6 +147,10 @@ impl GatewayError {
                 ErrorSource::Upstream,
             ) => Some(GatewayError::GatewayTimeout),
             (_, ErrorSource::Downstream) => None,
+            (
+                ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError,
+                ErrorSource::Upstream,
+            ) => Some(GatewayError::backend_closed()),
             _ => Some(GatewayError::unreachable_backend()),
         }
     }
@@ -147,7 +167,9 @@ impl GatewayError {
             GatewayError::LengthRequired { .. } => 411,
             GatewayError::PayloadTooLarge { .. } => 413,
             GatewayError::NotJson | GatewayError::Version(_) => 415,
-            GatewayError::TooManyRequests => 429,
+            GatewayError::HeaderTimeout { .. } => 408,
+            GatewayError::TooManyRequests | GatewayError::TooManyConnections { .. } => 429,
+            GatewayError::HeaderTooLarge { .. } => 431,
             GatewayError::BadGateway { .. } => 502,
             GatewayError::Unavailable { .. } => 503,
             GatewayError::GatewayTimeout => 504,
@@ -159,7 +181,9 @@ impl GatewayError {
     pub fn headers(&self) -> Vec<(&'static str, String)> {
         match self {
             GatewayError::MethodNotAllowed { allow } => vec![("allow", allow.to_string())],
-            GatewayError::TooManyRequests | GatewayError::Unavailable { .. } => {
+            GatewayError::TooManyRequests
+            | GatewayError::TooManyConnections { .. }
+            | GatewayError::Unavailable { .. } => {
                 vec![("retry-after", "1".to_string())]
             }
             _ => Vec::new(),

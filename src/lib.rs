@@ -14,17 +14,18 @@
 //!
 //! Start-up: `config` reads and validates the files once; `server` creates the state
 //! (`tls`, `secrets`, the initial admin) and hands the services to pingora: the proxy,
-//! wrapped by `keepalive` so that idle client connections stay small, the `admin`
+//! wrapped by `connections` (request heads bounded in size and time, idle client
+//! connections kept small, connections per client address capped), the `admin`
 //! listener (`/metrics`, `/healthz`, `/readyz`), and the dashboards' health checks.
 
 mod access;
 mod admin;
 mod auth;
 pub mod config;
+mod connections;
 mod docs;
 mod errors;
 mod forward;
-mod keepalive;
 mod metrics;
 mod paths;
 mod proxy;

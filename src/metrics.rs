@@ -25,6 +25,16 @@ pub struct Metrics {
     upstream_logins: IntCounterVec,
     state_up: IntGauge,
     state_errors: IntCounter,
+    connections_refused: IntCounterVec,
+}
+
+/// Why a client was refused before its request was parsed, as the `reason` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionRefusal {
+    HeaderTooLarge,
+    TooManyHeaderLines,
+    HeaderTimeout,
+    TooManyConnections,
 }
 
 /// How a login ended, as the `result` label says it.
@@ -126,6 +136,14 @@ impl Metrics {
             "clustergate_state_errors_total",
             "State store commands that failed or timed out",
         )?;
+        let connections_refused = IntCounterVec::new(
+            Opts::new(
+                "clustergate_connections_refused_total",
+                "Client connections refused before a request was parsed, by reason",
+            ),
+            &["reason"],
+        )?;
+        registry.register(Box::new(connections_refused.clone()))?;
         registry.register(Box::new(state_up.clone()))?;
         registry.register(Box::new(state_errors.clone()))?;
         registry.register(Box::new(upstream_up.clone()))?;
@@ -150,6 +168,7 @@ impl Metrics {
             upstream_logins,
             state_up,
             state_errors,
+            connections_refused,
         }))
     }
 
@@ -192,6 +211,16 @@ impl Metrics {
             TokenCheckResult::Error => "error",
         };
         self.token_checks.with_label_values(&[label]).inc();
+    }
+
+    pub fn connection_refused(&self, reason: ConnectionRefusal) {
+        let label = match reason {
+            ConnectionRefusal::HeaderTooLarge => "header_too_large",
+            ConnectionRefusal::TooManyHeaderLines => "too_many_header_lines",
+            ConnectionRefusal::HeaderTimeout => "header_timeout",
+            ConnectionRefusal::TooManyConnections => "too_many_connections",
+        };
+        self.connections_refused.with_label_values(&[label]).inc();
     }
 
     pub fn password_verified(&self) {

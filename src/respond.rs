@@ -96,13 +96,13 @@ pub fn carries_only(headers: &http::HeaderMap, name: impl AsHeaderName, value: &
     values.next().is_some_and(|v| v.as_bytes() == value) && values.next().is_none()
 }
 
-/// Writes `response` to the client. Local answers are never cached: they carry tokens.
-pub async fn send(
-    session: &mut Session,
+/// `response` as the parts of an HTTP answer, with the common headers. Local answers are
+/// never cached: they carry tokens.
+fn response_parts(
     response: LocalResponse,
     tls: bool,
     request_id: &str,
-) -> pingora::Result<()> {
+) -> pingora::Result<(http::response::Parts, Bytes)> {
     let LocalResponse {
         status,
         content_type,
@@ -128,6 +128,39 @@ pub async fn send(
     for (name, value) in common_headers(tls, request_id)? {
         map.insert(name, value);
     }
+    Ok((parts, body))
+}
+
+/// `response` as HTTP/1.1 bytes that close the connection, for a client refused before
+/// pingora has a session for it (its request head too large or too slow).
+pub fn closing_http1(
+    response: LocalResponse,
+    tls: bool,
+    request_id: &str,
+) -> pingora::Result<Vec<u8>> {
+    let (parts, body) = response_parts(response, tls, request_id)?;
+    let mut out = Vec::with_capacity(512 + body.len());
+    let reason = parts.status.canonical_reason().unwrap_or("Error");
+    out.extend_from_slice(format!("HTTP/1.1 {} {reason}\r\n", parts.status.as_u16()).as_bytes());
+    for (name, value) in &parts.headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"connection: close\r\n\r\n");
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// Writes `response` to the client.
+pub async fn send(
+    session: &mut Session,
+    response: LocalResponse,
+    tls: bool,
+    request_id: &str,
+) -> pingora::Result<()> {
+    let (parts, body) = response_parts(response, tls, request_id)?;
     session
         .write_response_header(Box::new(ResponseHeader::from(parts)), false)
         .await?;

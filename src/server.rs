@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use pingora::listeners::{L4BufferSettings, ListenerConfig};
+use pingora::protocols::http::v2::server::default_h2_options;
 use pingora::proxy::HttpProxy;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server};
@@ -22,8 +23,8 @@ use crate::config::{
     AccessConfig, AuthConfig, Config, ServerConfig, TlsMode, UpstreamConfig, UpstreamTrust,
     UsersConfig,
 };
+use crate::connections::ClientConnections;
 use crate::docs::Docs;
-use crate::keepalive::LeanKeepalive;
 use crate::metrics::Metrics;
 use crate::proxy::Gateway;
 use crate::readiness::{DrainThenStop, Readiness};
@@ -171,7 +172,7 @@ fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
     server.add_service(proxy_service(
         &server,
         gateway,
-        server_config.listen,
+        &server_config,
         certificate,
     )?);
     let admin = AdminApp {
@@ -260,22 +261,28 @@ fn table(access: &AccessConfig) -> AccessTable {
 fn proxy_service(
     server: &Server,
     gateway: Gateway,
-    listen: SocketAddr,
+    config: &ServerConfig,
     certificate: Option<Arc<CertifiedKey>>,
-) -> Result<Service<LeanKeepalive<HttpProxy<Gateway>>>, StartError> {
+) -> Result<Service<ClientConnections<HttpProxy<Gateway>>>, StartError> {
     let tls_on = certificate.is_some();
-    let mut proxy = Service::new(
+    let metrics = gateway.metrics.clone();
+    let mut proxy = pingora::proxy::http_proxy(&server.configuration, gateway);
+    // HTTP/2 requests get the same bound on their head as HTTP/1 ones (h2 answers 431).
+    let mut h2 = default_h2_options();
+    h2.max_header_list_size(u32::try_from(config.clients.max_header_bytes).unwrap_or(u32::MAX));
+    proxy.h2_options = Some(h2);
+    let mut service = Service::new(
         "clustergate".to_string(),
-        LeanKeepalive::new(pingora::proxy::http_proxy(&server.configuration, gateway)),
+        ClientConnections::new(proxy, config.clients.clone(), metrics, tls_on),
     );
-    let listen = listen.to_string();
+    let listen = config.listen.to_string();
     let mut listener = ListenerConfig::tcp(listen.as_str()).l4_buffer(CLIENT_CONNECTION_BUFFERS);
     if let Some(certified) = certificate {
         listener = listener.tls(tls::listener_settings(certified)?);
     }
-    proxy.add_listener(listener);
+    service.add_listener(listener);
     tracing::info!(addr = %listen, tls = tls_on, "gateway listener");
-    Ok(proxy)
+    Ok(service)
 }
 
 fn admin_service(admin: AdminApp, listen: SocketAddr) -> Service<AdminApp> {

@@ -1,5 +1,5 @@
 //! Client keep-alive connections: several requests on one connection, and requests that
-//! arrive in pieces (`src/keepalive.rs` reads the first bytes of each request itself and
+//! arrive in pieces (`src/connections.rs` reads each request head itself and
 //! hands them to pingora's parser).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -27,6 +27,11 @@ pub(super) struct ServerSection {
     pub shutdown_grace_seconds: u64,
     pub drain_seconds: f64,
     pub public_url: Option<String>,
+    pub max_header_bytes: usize,
+    pub max_header_count: usize,
+    pub header_timeout_ms: u64,
+    pub keepalive_timeout_s: u64,
+    pub max_connections_per_ip: usize,
 }
 
 impl Default for ServerSection {
@@ -41,6 +46,11 @@ impl Default for ServerSection {
             shutdown_grace_seconds: 1,
             drain_seconds: 5.0,
             public_url: None,
+            max_header_bytes: 32 * 1024,
+            max_header_count: 100,
+            header_timeout_ms: 10_000,
+            keepalive_timeout_s: 60,
+            max_connections_per_ip: 0,
         }
     }
 }

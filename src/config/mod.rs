@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 pub use access::{AccessConfig, OperationRule};
 pub use auth::{ApiConfig, AuthConfig, LockoutPolicy};
 pub use error::{ConfigError, ConfigErrors};
-pub use server::{MetricsConfig, ServerConfig, TlsMode};
+pub use server::{ClientLimits, MetricsConfig, ServerConfig, TlsMode};
 pub use upstream::{BackendUrl, Timeouts, UpstreamConfig, UpstreamTrust};
 pub use users::UsersConfig;
 

@@ -26,7 +26,28 @@ pub struct ServerConfig {
     pub drain: Duration,
     /// The gateway's address as clients see it (for the docs' `servers`); `None`: "/".
     pub public_url: Option<String>,
+    pub clients: ClientLimits,
 }
+
+/// What one client may hold of the gateway before a request is parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// A request head (request line and headers) larger than this is refused (431).
+    pub max_header_bytes: usize,
+    /// A request head with more header lines than this is refused (431).
+    pub max_header_count: usize,
+    /// A request head must arrive whole this soon after the connection opened or its
+    /// first byte came (408, or closed when nothing came).
+    pub header_timeout: Duration,
+    /// An idle keep-alive connection is closed after this.
+    pub keepalive_timeout: Duration,
+    /// Open connections per client address (IPv6: per /64); `None`: no cap.
+    pub max_connections_per_ip: Option<usize>,
+}
+
+/// pingora's HTTP/1 parser reads request heads up to 1 MiB and 256 header lines.
+const PINGORA_MAX_HEADER_BYTES: usize = 1_048_575;
+const PINGORA_MAX_HEADER_COUNT: usize = 256;
 
 #[derive(Debug, Clone)]
 pub enum TlsMode {
@@ -88,6 +109,7 @@ pub(super) fn validate(
             );
         }
     }
+    let clients = client_limits(errors, f, &server);
     let server = ServerConfig {
         listen: listen?,
         tls: tls?,
@@ -96,11 +118,56 @@ pub(super) fn validate(
         shutdown_grace: Duration::from_secs(server.shutdown_grace_seconds),
         drain: drain?,
         public_url: server.public_url,
+        clients: clients?,
     };
     let metrics = MetricsConfig {
         listen: metrics_listen?,
     };
     Some((server, metrics))
+}
+
+fn client_limits(
+    errors: &mut ConfigErrors,
+    f: &std::path::Path,
+    server: &ServerSection,
+) -> Option<ClientLimits> {
+    let before = errors.0.len();
+    if !(1024..=PINGORA_MAX_HEADER_BYTES).contains(&server.max_header_bytes) {
+        errors.push(
+            f,
+            "server.max_header_bytes",
+            format!("must be between 1024 and {PINGORA_MAX_HEADER_BYTES} (pingora's own bound)"),
+        );
+    }
+    if !(1..=PINGORA_MAX_HEADER_COUNT).contains(&server.max_header_count) {
+        errors.push(
+            f,
+            "server.max_header_count",
+            format!("must be between 1 and {PINGORA_MAX_HEADER_COUNT} (pingora's own bound)"),
+        );
+    }
+    if !(100..=600_000).contains(&server.header_timeout_ms) {
+        errors.push(
+            f,
+            "server.header_timeout_ms",
+            "must be between 100 and 600000 (10 minutes)",
+        );
+    }
+    if !(1..=3600).contains(&server.keepalive_timeout_s) {
+        errors.push(
+            f,
+            "server.keepalive_timeout_s",
+            "must be between 1 and 3600",
+        );
+    }
+    (errors.0.len() == before).then(|| ClientLimits {
+        max_header_bytes: server.max_header_bytes,
+        max_header_count: server.max_header_count,
+        header_timeout: Duration::from_millis(server.header_timeout_ms),
+        keepalive_timeout: Duration::from_secs(server.keepalive_timeout_s),
+        max_connections_per_ip: (server.max_connections_per_ip > 0)
+            .then_some(server.max_connections_per_ip),
+    })
 }
 
 /// The number of cores, as pingora and the password hasher size themselves by it.

@@ -357,3 +357,35 @@ fn the_state_section_is_checked() {
         assert!(parse(text, d.path()).unwrap_err().mentions(key), "{text}");
     }
 }
+
+#[test]
+fn client_limits_have_documented_defaults() {
+    let d = dir();
+    let c = parse("", d.path()).unwrap();
+    assert_eq!(
+        c.server.clients,
+        ClientLimits {
+            max_header_bytes: 32 * 1024,
+            max_header_count: 100,
+            header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(60),
+            max_connections_per_ip: None,
+        }
+    );
+    let c = parse("[server]\nmax_connections_per_ip = 50\n", d.path()).unwrap();
+    assert_eq!(c.server.clients.max_connections_per_ip, Some(50));
+}
+
+#[test]
+fn client_limits_are_bounded_by_what_pingora_parses() {
+    for (line, key) in [
+        ("max_header_bytes = 100", "server.max_header_bytes"),
+        ("max_header_bytes = 2000000", "server.max_header_bytes"),
+        ("max_header_count = 0", "server.max_header_count"),
+        ("max_header_count = 257", "server.max_header_count"),
+        ("header_timeout_ms = 10", "server.header_timeout_ms"),
+        ("keepalive_timeout_s = 0", "server.keepalive_timeout_s"),
+    ] {
+        assert!(errors_of(&format!("[server]\n{line}\n")).mentions(key), "{line}");
+    }
+}

@@ -6,7 +6,7 @@
 //! The rules: only the active manager serves. A standby answers 303 (or an error), and
 //! processed nothing, so any request is sent again elsewhere. A refused service token is
 //! renewed once and the same backend asked again. A connection dropped before the answer
-//! is retried for idempotent requests only. A body larger than pingora's retry buffer
+//! is retried for idempotent requests only, once on the same backend, then elsewhere. A body larger than pingora's retry buffer
 //! cannot be sent twice.
 
 use std::sync::Arc;
@@ -82,16 +82,23 @@ pub struct Attempt {
     sent_at: Option<Instant>,
     /// The service token may be renewed once per request: the retry budget for refusals.
     renewed: bool,
+    /// A dropped connection may be sent again once to the same backend: a pooled
+    /// connection the dashboard had closed while idle says nothing about the manager.
+    redialed: bool,
     pending: Option<Pending>,
 }
 
 impl Attempt {
-    /// The active backend this request has not tried yet, now its current one.
+    /// The active backend this request has not tried yet, now its current one. When none
+    /// is left but an active one was tried (it closed the connection, and the retry found
+    /// no other), the answer is that backend's failure, 502; 503 only when none is active.
     pub fn pick(&mut self, upstreams: &Upstreams) -> Result<Arc<Backend>, GatewayError> {
-        let backend = upstreams
-            .pick(self.tried)
-            .cloned()
-            .ok_or_else(GatewayError::no_active_backend)?;
+        let backend = upstreams.pick(self.tried).cloned().ok_or_else(|| {
+            match self.tried != Tried::default() && upstreams.any_active() {
+                true => GatewayError::backend_closed(),
+                false => GatewayError::no_active_backend(),
+            }
+        })?;
         self.tried.insert(backend.index);
         self.backend = Some(backend.clone());
         Ok(backend)
@@ -161,7 +168,15 @@ impl Attempt {
                 detail: "the active dashboard changed while a large request was sent; retry it"
                     .into(),
             })),
-            (None, true) if idempotent => ErrorVerdict::RetryUnlessRuledOut,
+            (None, true) if idempotent => {
+                if !self.redialed {
+                    self.redialed = true;
+                    if let Some(backend) = &self.backend {
+                        self.tried.remove(backend.index);
+                    }
+                }
+                ErrorVerdict::RetryUnlessRuledOut
+            }
             (None, _) => ErrorVerdict::GiveUp(None),
         }
     }
@@ -191,9 +206,10 @@ mod tests {
         let upstreams = managers();
         let mut attempt = Attempt::default();
         assert_eq!(attempt.pick(&upstreams).unwrap().index, 1);
+        // Only a dropped connection retries the active manager's request: the answer is
+        // that manager's failure (see below).
         let again = attempt.pick(&upstreams).unwrap_err();
-        assert_eq!(again.status(), 503);
-        assert_eq!(again.to_string(), "no active dashboard backend");
+        assert_eq!(again.status(), 502);
     }
 
     #[test]
@@ -341,6 +357,30 @@ mod tests {
             attempt.on_error(false, true, false),
             ErrorVerdict::GiveUp(None)
         );
+    }
+
+    #[test]
+    fn an_active_manager_that_dropped_the_retried_request_is_a_502_not_a_503() {
+        let upstreams = managers();
+        let mut get = sent(&upstreams, Some("t"));
+        assert_eq!(
+            get.on_error(true, true, false),
+            ErrorVerdict::RetryUnlessRuledOut
+        );
+        // Sent again once to the same manager (a stale pooled connection says nothing
+        // about it); dropped again, no other active manager is left, and it still is.
+        assert_eq!(get.pick(&upstreams).unwrap().index, 1);
+        assert_eq!(
+            get.on_error(true, true, false),
+            ErrorVerdict::RetryUnlessRuledOut
+        );
+        let answer = get.pick(&upstreams).unwrap_err();
+        assert_eq!(answer.status(), 502);
+        assert_eq!(answer.to_string(), "the dashboard closed the connection");
+        // Had it stopped being active, no manager serves: 503.
+        upstreams.backends()[1].set_state(BackendState::Down);
+        let answer = get.pick(&upstreams).unwrap_err();
+        assert_eq!(answer.to_string(), "no active dashboard backend");
     }
 
     #[test]

@@ -130,6 +130,16 @@ impl Gateway {
         self
     }
 
+    /// Forward to `servers` instead of the dashboard's own managers (e.g. through a relay),
+    /// with the dashboard's service account.
+    pub fn upstream_via(mut self, dashboard: &Dashboard, servers: Vec<String>) -> Self {
+        self = self.upstream(dashboard);
+        if let Some(upstream) = &mut self.upstream {
+            upstream.servers = servers;
+        }
+        self
+    }
+
     /// Start without waiting for an active backend (e.g. none is running).
     pub fn no_wait_active(mut self) -> Self {
         if let Some(upstream) = &mut self.upstream {

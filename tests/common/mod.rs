@@ -8,6 +8,7 @@
 mod ceph_dev;
 mod dashboard;
 mod expect;
+mod fault;
 mod forwarding;
 mod gateway;
 mod haproxy;
@@ -19,6 +20,7 @@ mod users;
 
 pub use dashboard::*;
 pub use expect::*;
+pub use fault::*;
 pub use forwarding::*;
 pub use gateway::*;
 pub use haproxy::*;

@@ -198,7 +198,7 @@ pub fn try_raw_http(addr: SocketAddr, request: &[u8]) -> std::io::Result<Reply> 
     })
 }
 
-pub(super) fn parse_http1(buf: &[u8]) -> Option<Reply> {
+pub fn parse_http1(buf: &[u8]) -> Option<Reply> {
     let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
     let head = std::str::from_utf8(&buf[..end]).ok()?;
     let mut lines = head.split("\r\n");
