@@ -251,7 +251,10 @@ fn table(access: &AccessConfig) -> AccessTable {
     let table = AccessTable::new(&access.operations);
     tracing::info!(
         operations = table.len(),
-        file = %access.scopes_file.display(),
+        file = %access
+            .scopes_file
+            .as_deref()
+            .map_or("built in".into(), |f| f.display().to_string()),
         ceph_version = access.ceph_version.as_deref().unwrap_or("unknown"),
         "scope table loaded"
     );

@@ -8,10 +8,17 @@ use super::parse::Source;
 use super::ConfigErrors;
 use crate::users::{Permission, Scope};
 
+/// The scope table the binary carries: derived from the Ceph 16.2 dashboard's API
+/// (`deploy/tools/derive_scopes.py`), so a configuration file alone starts the gateway.
+const BUILT_IN_TABLE: &str = include_str!("../../conf/scopes.toml");
+/// How problems of the built-in table are reported (it is tested, so only a broken build).
+const BUILT_IN_NAME: &str = "built-in scope table";
+
 /// Which dashboard operations need which scope and permission.
 #[derive(Debug, Clone, Default)]
 pub struct AccessConfig {
-    pub scopes_file: PathBuf,
+    /// `None`: the built-in table.
+    pub scopes_file: Option<PathBuf>,
     pub ceph_version: Option<String>,
     pub operations: Vec<OperationRule>,
 }
@@ -48,7 +55,7 @@ pub(super) fn validate(
     access: AccessSection,
     forwarding: bool,
 ) -> AccessConfig {
-    let scopes_file = at.resolve(&access.scopes_file);
+    let scopes_file = access.scopes_file.as_deref().map(|f| at.resolve(f));
     if !forwarding {
         return AccessConfig {
             scopes_file,
@@ -60,19 +67,23 @@ pub(super) fn validate(
         operations: Vec::new(),
         scopes_file,
     };
-    let Some(file) = read_table(errors, &config.scopes_file) else {
+    let table_path = config
+        .scopes_file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(BUILT_IN_NAME));
+    let Some(file) = read_table(errors, config.scopes_file.as_deref()) else {
         return config;
     };
     config.ceph_version = file.ceph_version;
     for (i, op) in file.operation.into_iter().enumerate() {
         let key = format!("operation[{i}] ({} {})", op.method, op.path);
-        if let Some(rule) = rule(errors, &config.scopes_file, &key, op, &access) {
+        if let Some(rule) = rule(errors, &table_path, &key, op, &access) {
             if config
                 .operations
                 .iter()
                 .any(|r| r.method == rule.method && r.path == rule.path)
             {
-                errors.push(&config.scopes_file, &key, "listed twice");
+                errors.push(&table_path, &key, "listed twice");
                 continue;
             }
             config.operations.push(rule);
@@ -82,13 +93,17 @@ pub(super) fn validate(
     config
 }
 
-fn read_table(errors: &mut ConfigErrors, path: &Path) -> Option<ScopesFile> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) => {
-            errors.push(path, "file", format!("cannot read the scope table: {e} (access.scopes_file; the project ships conf/scopes.toml)"));
-            return None;
-        }
+/// The operator's table at `path`, or the built-in one.
+fn read_table(errors: &mut ConfigErrors, path: Option<&Path>) -> Option<ScopesFile> {
+    let (text, path) = match path {
+        None => (BUILT_IN_TABLE.to_string(), Path::new(BUILT_IN_NAME)),
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(text) => (text, path),
+            Err(e) => {
+                errors.push(path, "file", format!("cannot read the scope table: {e} (access.scopes_file; leave it out for the built-in Ceph 16.2 table)"));
+                return None;
+            }
+        },
     };
     match toml::from_str(&text) {
         Ok(file) => Some(file),

@@ -202,7 +202,7 @@ impl Default for RedisSection {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct AccessSection {
-    pub scopes_file: String,
+    pub scopes_file: Option<String>,
     pub open_operations: Vec<String>,
     pub closed_operations: Vec<String>,
 }
@@ -210,7 +210,7 @@ pub(super) struct AccessSection {
 impl Default for AccessSection {
     fn default() -> Self {
         Self {
-            scopes_file: "scopes.toml".into(),
+            scopes_file: None,
             // The web UI's files and what its login page needs before anyone logged in.
             open_operations: vec![
                 "GET /{path:.*}".into(),

@@ -92,10 +92,13 @@ fn typed_section<T: serde::de::DeserializeOwned>(
     let mut value = value?;
     // Each pass removes one unknown key; a section has only so many keys.
     for _ in 0..=64 {
-        match value.clone().try_into::<T>() {
+        match serde_path_to_error::deserialize::<_, T>(value.clone()) {
             Ok(parsed) => return Some(parsed),
             Err(e) => {
-                let message = e.message().trim().to_string();
+                // The path of the value that failed, e.g. `token_ttl_seconds` or
+                // `signing_keys[0].kid` ("." when the section itself has the wrong type).
+                let at = e.path().to_string();
+                let message = e.inner().message().trim().to_string();
                 let unknown = message
                     .strip_prefix("unknown field `")
                     .and_then(|rest| rest.split_once('`'))
@@ -113,7 +116,11 @@ fn typed_section<T: serde::de::DeserializeOwned>(
                         );
                     }
                     _ => {
-                        errors.push(source, name, message);
+                        let key = match at.as_str() {
+                            "." | "" => name.to_string(),
+                            path => format!("{name}.{path}"),
+                        };
+                        errors.push(source, key, message);
                         return None;
                     }
                 }

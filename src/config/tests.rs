@@ -56,7 +56,11 @@ fn an_unknown_key_does_not_hide_the_other_problems() {
 
 #[test]
 fn a_wrong_type_names_its_section_and_the_syntax_error_its_line() {
-    assert!(errors_of("[auth]\ntoken_ttl_seconds = \"long\"").mentions("auth"));
+    assert!(
+        errors_of("[auth]\ntoken_ttl_seconds = \"eight hours\"").mentions("auth.token_ttl_seconds")
+    );
+    assert!(errors_of("[server]\ntls = \"yes\"").mentions("server.tls"));
+    assert!(errors_of("server = 3").mentions("server"));
     assert!(errors_of("[auth\n").mentions("line 1"));
 }
 
@@ -199,21 +203,36 @@ fn shipped() -> Config {
     std::fs::write(d.path().join("upstream.pass"), "stand-in").unwrap();
     let conf = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf");
     let text = std::fs::read_to_string(conf.join("clustergate.toml")).unwrap();
-    let text = text
-        .replace(
-            "\"scopes.toml\"",
-            &format!("{:?}", conf.join("scopes.toml")),
-        )
-        .replace("\"users.toml\"", "\"no-users.toml\"");
+    let text = text.replace("\"users.toml\"", "\"no-users.toml\"");
     parse(&text, d.path()).unwrap()
 }
 
 #[test]
-fn the_shipped_configuration_and_scope_table_load() {
+fn the_shipped_configuration_loads_with_the_built_in_scope_table() {
     let c = shipped();
+    assert_eq!(c.access.scopes_file, None);
     assert_eq!(c.access.ceph_version.as_deref(), Some("16.2.15"));
     assert_eq!(c.access.operations.len(), 274);
     assert_eq!(c.access.operations.iter().filter(|o| o.open).count(), 4);
+}
+
+#[test]
+fn a_scopes_file_replaces_the_built_in_table() {
+    let d = dir();
+    std::fs::write(d.path().join("upstream.pass"), "stand-in").unwrap();
+    std::fs::write(
+        d.path().join("other.toml"),
+        "ceph_version = \"99.0.0\"\n[[operation]]\nmethod = \"GET\"\npath = \"/api/health/minimal\"\n",
+    )
+    .unwrap();
+    let text = "[upstream]\nservers = [\"http://127.0.0.1:1\"]\n[access]\nscopes_file = \"other.toml\"\nopen_operations = []\nclosed_operations = []\n";
+    let c = parse(text, d.path()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.access.scopes_file, Some(d.path().join("other.toml")));
+    assert_eq!(c.access.ceph_version.as_deref(), Some("99.0.0"));
+    assert_eq!(c.access.operations.len(), 1);
+    let missing = text.replace("other.toml", "missing.toml");
+    let e = parse(&missing, d.path()).unwrap_err();
+    assert!(e.0.iter().any(|e| e.message.contains("built-in")), "{e}");
 }
 
 #[test]
@@ -386,6 +405,9 @@ fn client_limits_are_bounded_by_what_pingora_parses() {
         ("header_timeout_ms = 10", "server.header_timeout_ms"),
         ("keepalive_timeout_s = 0", "server.keepalive_timeout_s"),
     ] {
-        assert!(errors_of(&format!("[server]\n{line}\n")).mentions(key), "{line}");
+        assert!(
+            errors_of(&format!("[server]\n{line}\n")).mentions(key),
+            "{line}"
+        );
     }
 }

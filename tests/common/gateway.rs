@@ -214,11 +214,11 @@ impl Gateway {
             return String::new();
         };
         let servers: Vec<String> = upstream.servers.iter().map(|s| format!("{s:?}")).collect();
-        let scopes = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/scopes.toml");
+        // The binary's built-in scope table: a configuration file alone starts the gateway.
         format!(
             "\n[upstream]\nservers = [{servers}]\nusername = \"clustergate\"\n\
              password_file = \"upstream.pass\"\nhealth_interval_ms = 500\n{extra}\n\n\
-             [access]\nscopes_file = {scopes:?}\n{access}\n",
+             [access]\n{access}\n",
             servers = servers.join(", "),
             extra = self.section_extras("upstream"),
             access = self.section_extras("access"),
