@@ -105,7 +105,7 @@ where
         // requests, a kept-alive one may idle for the keep-alive timeout.
         let mut wait = self.limits.header_timeout;
         loop {
-            let head = match read_head(&mut stream, shutdown, wait, &self.limits).await {
+            let head = match read_head(&mut stream, wait, &self.limits).await {
                 Head::Complete(head) => head,
                 Head::Closed => return None,
                 Head::Refused(error, reason) => {
@@ -149,13 +149,13 @@ enum Head {
 
 /// Reads the next request's head: its first bytes within `wait`, the rest within the
 /// header timeout of the first byte, within the size and line bounds.
-async fn read_head(
-    stream: &mut Stream,
-    shutdown: &ShutdownWatch,
-    wait: Duration,
-    limits: &ClientLimits,
-) -> Head {
-    let Some(mut head) = next_request_bytes(stream, shutdown, wait).await else {
+///
+/// A shutdown does not end the wait: a kept-alive client may send its next request at any
+/// moment, and closing under it would fail that request. It is served (with
+/// `Connection: close`) until the grace period ends the process; an upgrade's new process
+/// meanwhile accepts the new connections.
+async fn read_head(stream: &mut Stream, wait: Duration, limits: &ClientLimits) -> Head {
+    let Some(mut head) = next_request_bytes(stream, wait).await else {
         return Head::Closed;
     };
     let deadline = Instant::now() + limits.header_timeout;
@@ -232,24 +232,12 @@ fn scan_head(bytes: &[u8], limits: &ClientLimits) -> HeadScan {
 }
 
 /// The first bytes of the next request; `None` when the client closes, stays idle for
-/// `wait`, fails, or the server is shutting down.
-async fn next_request_bytes(
-    stream: &mut Stream,
-    shutdown: &ShutdownWatch,
-    wait: Duration,
-) -> Option<BytesMut> {
-    let mut shutdown = shutdown.clone();
-    if *shutdown.borrow_and_update() {
-        return None;
-    }
-    let read = tokio::time::timeout(wait, std::future::poll_fn(|cx| poll_read(stream, cx)));
-    tokio::select! {
-        biased;
-        result = read => match result {
-            Ok(Ok(bytes)) if !bytes.is_empty() => Some(bytes),
-            _ => None,
-        },
-        _ = shutdown.changed() => None,
+/// `wait`, or fails.
+async fn next_request_bytes(stream: &mut Stream, wait: Duration) -> Option<BytesMut> {
+    let read = std::future::poll_fn(|cx| poll_read(stream, cx));
+    match tokio::time::timeout(wait, read).await {
+        Ok(Ok(bytes)) if !bytes.is_empty() => Some(bytes),
+        _ => None,
     }
 }
 

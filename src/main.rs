@@ -33,6 +33,10 @@ enum Command {
     Run {
         #[arg(long, default_value = "conf/clustergate.toml")]
         config: PathBuf,
+        /// Take the listening sockets over from the running gateway (graceful upgrade): start
+        /// this, then send the old process SIGQUIT within 5 seconds.
+        #[arg(long)]
+        upgrade: bool,
     },
     /// Validate a configuration (and its users file), print each problem, exit non-zero if any.
     CheckConfig {
@@ -46,7 +50,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run { config } => run(&config),
+        Command::Run { config, upgrade } => run(&config, server::Start { upgrade }),
         Command::CheckConfig { config } => check_config(&config),
         Command::HashPassword => hash_password(),
     }
@@ -70,14 +74,14 @@ fn load(path: &std::path::Path) -> Result<config::Config, ExitCode> {
     })
 }
 
-fn run(path: &std::path::Path) -> ExitCode {
+fn run(path: &std::path::Path, start: server::Start) -> ExitCode {
     init_logging();
     let config = match load(path) {
         Ok(config) => config,
         Err(code) => return code,
     };
-    tracing::info!(config = %path.display(), version = env!("CARGO_PKG_VERSION"), "starting clustergate");
-    match server::run(config) {
+    tracing::info!(config = %path.display(), version = env!("CARGO_PKG_VERSION"), upgrade = start.upgrade, "starting clustergate");
+    match server::run(config, start) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "cannot start");

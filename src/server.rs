@@ -9,7 +9,7 @@ use std::sync::Arc;
 use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::protocols::http::v2::server::default_h2_options;
 use pingora::proxy::HttpProxy;
-use pingora::server::configuration::ServerConf;
+use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server};
 use pingora::services::listening::Service;
 use pingora::tls::sign::CertifiedKey;
@@ -75,10 +75,18 @@ const CLIENT_CONNECTION_BUFFERS: L4BufferSettings = L4BufferSettings {
     write: None,
 };
 
+/// How this process starts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Start {
+    /// Take the listening sockets over from a running gateway (pingora's graceful upgrade,
+    /// through `state_dir/upgrade.sock`), which hands them over on SIGQUIT.
+    pub upgrade: bool,
+}
+
 /// Runs the gateway until a signal stops it (after draining, on SIGTERM); returns an error
 /// only when it cannot start.
-pub fn run(config: Config) -> Result<(), StartError> {
-    let (server, shutdown) = build(config)?;
+pub fn run(config: Config, start: Start) -> Result<(), StartError> {
+    let (server, shutdown) = build(config, start)?;
     server.run(RunArgs {
         shutdown_signal: Box::new(shutdown),
     });
@@ -86,7 +94,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
 }
 
 /// Builds the pingora server with its services, and what stops it.
-fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
+fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartError> {
     let Config {
         source: _,
         server: server_config,
@@ -103,8 +111,11 @@ fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
     let signing_keys = signing_keys(&auth_config, state_dir)?;
     let user_db = user_db(users, state_dir)?;
     let certificate = certificate(&server_config.tls, state_dir)?;
-    check_free("server.listen", server_config.listen)?;
-    check_free("metrics.listen", metrics_config.listen)?;
+    if !start.upgrade {
+        // An upgrade takes over the sockets the running gateway listens on.
+        check_free("server.listen", server_config.listen)?;
+        check_free("metrics.listen", metrics_config.listen)?;
+    }
 
     let metrics = Metrics::new(prometheus::default_registry())?;
     let tls_on = certificate.is_some();
@@ -147,7 +158,12 @@ fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
         .map_or_else(|| Arc::new(Upstreams::none()), |d| d.upstreams.clone());
     let readiness = Arc::new(Readiness::new(upstreams.clone(), stores.health.clone()));
 
-    let mut server = Server::new_with_opt_and_conf(None, server_conf(&server_config));
+    let options = Opt {
+        upgrade: start.upgrade,
+        ..Opt::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(Some(options), server_conf(&server_config));
+    // With `upgrade`: waits (up to 5 s) for the running gateway's listening sockets.
     server.bootstrap();
     let health = dashboards.as_ref().map(|d| HealthChecker {
         upstreams: d.upstreams.clone(),

@@ -51,6 +51,13 @@ impl RunningGateway {
     }
 
     fn spawn_and_wait(&mut self) -> Result<(), String> {
+        let child = self.spawn(&[]);
+        self.child = Some(child);
+        self.wait_ready()
+    }
+
+    /// Writes the files and starts `clustergate run` with `extra` arguments.
+    fn spawn(&mut self, extra: &[&str]) -> Child {
         let config =
             self.spec
                 .write_files(self.dir.path(), self.addr.port(), self.metrics_addr.port());
@@ -59,17 +66,44 @@ impl RunningGateway {
             fs::File::create(self.dir.path().join(format!("stdout.{}.log", self.runs))).unwrap();
         let stderr =
             fs::File::create(self.dir.path().join(format!("stderr.{}.log", self.runs))).unwrap();
-        let child = Command::new(BIN)
+        Command::new(BIN)
             .args(["run", "--config"])
             .arg(&config)
+            .args(extra)
             .current_dir(self.dir.path().join("cwd"))
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
             .spawn()
-            .expect("spawn clustergate");
-        self.child = Some(child);
+            .expect("spawn clustergate")
+    }
+
+    /// The graceful upgrade as an operator runs it: a new process with `--upgrade` on the
+    /// same configuration, then SIGQUIT to the running one, which hands its listening
+    /// sockets over and exits. Returns once the old process has exited and the new one
+    /// answers.
+    pub fn upgrade_in_place(&mut self) {
+        let mut old = self.child.take().expect("gateway running");
+        let new = self.spawn(&["--upgrade"]);
+        // The new process asks for the sockets once a second, five times at most.
+        std::thread::sleep(Duration::from_millis(500));
+        let status = Command::new("kill")
+            .args(["-QUIT", &old.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -QUIT failed");
+        self.child = Some(new);
+        let deadline = Instant::now() + STOP_DEADLINE + Duration::from_secs(10);
+        while old.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the old process still runs after the upgrade\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         self.wait_ready()
+            .unwrap_or_else(|why| panic!("{why}\n{}", self.logs()));
     }
 
     /// What the latest run wrote to stdout and stderr.
