@@ -55,6 +55,9 @@ pub enum GatewayError {
     Version(#[from] VersionError),
     #[error("Too many requests; try again later.")]
     TooManyRequests,
+    /// This client address failed to log in too often: its bucket is empty.
+    #[error("Too many failed logins from this address; try again in {retry_after} seconds.")]
+    LoginRateLimited { retry_after: u64 },
     #[error("{detail}")]
     BadGateway { detail: String },
     #[error("{detail}")]
@@ -147,7 +150,7 @@ impl GatewayError {
             GatewayError::LengthRequired { .. } => 411,
             GatewayError::PayloadTooLarge { .. } => 413,
             GatewayError::NotJson | GatewayError::Version(_) => 415,
-            GatewayError::TooManyRequests => 429,
+            GatewayError::TooManyRequests | GatewayError::LoginRateLimited { .. } => 429,
             GatewayError::BadGateway { .. } => 502,
             GatewayError::Unavailable { .. } => 503,
             GatewayError::GatewayTimeout => 504,
@@ -161,6 +164,9 @@ impl GatewayError {
             GatewayError::MethodNotAllowed { allow } => vec![("allow", allow.to_string())],
             GatewayError::TooManyRequests | GatewayError::Unavailable { .. } => {
                 vec![("retry-after", "1".to_string())]
+            }
+            GatewayError::LoginRateLimited { retry_after } => {
+                vec![("retry-after", retry_after.to_string())]
             }
             _ => Vec::new(),
         }
@@ -300,6 +306,21 @@ mod tests {
             panic!("not a 404");
         };
         assert!(echoed.len() <= MAX_ECHOED_PATH && path.starts_with(&echoed));
+    }
+
+    #[test]
+    fn a_rate_limited_login_is_429_with_retry_after_in_the_status_shape() {
+        let e = GatewayError::LoginRateLimited { retry_after: 7 };
+        assert_eq!(e.status(), 429);
+        assert_eq!(e.headers(), vec![("retry-after", "7".to_string())]);
+        assert_eq!(
+            e.body("r"),
+            json!({
+                "status": "429 Too Many Requests",
+                "detail": "Too many failed logins from this address; try again in 7 seconds.",
+                "request_id": "r",
+            })
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub(super) struct ServerSection {
     pub shutdown_grace_seconds: u64,
     pub drain_seconds: f64,
     pub public_url: Option<String>,
+    pub trusted_proxies: Vec<String>,
 }
 
 impl Default for ServerSection {
@@ -41,6 +42,7 @@ impl Default for ServerSection {
             shutdown_grace_seconds: 1,
             drain_seconds: 5.0,
             public_url: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -85,6 +87,7 @@ pub(super) struct AuthSection {
     pub signing_keys: Vec<SigningKeyEntry>,
     pub max_concurrent_hashes: Option<usize>,
     pub max_queued_logins: usize,
+    pub max_failed_logins_per_ip_per_minute: u32,
 }
 
 impl Default for AuthSection {
@@ -99,6 +102,7 @@ impl Default for AuthSection {
             signing_keys: Vec::new(),
             max_concurrent_hashes: None,
             max_queued_logins: 64,
+            max_failed_logins_per_ip_per_minute: 30,
         }
     }
 }
