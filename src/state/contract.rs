@@ -73,7 +73,7 @@ pub async fn failed_logins(store: &dyn FailedLogins) {
         assert_eq!(take(b, now).await, Take::Taken);
     }
     assert_eq!(take(b, now).await, Take::Empty { retry_in_ms: 1000 });
-    // Empty for as long as it takes to fill one token, full after the whole span.
+    // Left alone for burst x refill, an empty bucket is full: the burst again, no more.
     for _ in 0..3 {
         assert_eq!(take(a, now + 4000).await, Take::Taken);
     }
