@@ -244,8 +244,10 @@ listen = "127.0.0.1:$P_CG_METRICS"
 [auth]
 users_file = "users.toml"
 secret_file = "jwt-secret"
-# the login flood uses wrong passwords for a real user: no lockout, so every one is hashed
+# the login flood uses wrong passwords for a real user: no lockout and no limit per client
+# address (all of it comes from 127.0.0.1), so every one is hashed
 lockout_attempts = 0
+max_failed_logins_per_ip_per_minute = 0
 [upstream]
 servers = ["http://127.0.0.1:$P_BACKEND"]
 health_path = "/"

@@ -12,7 +12,6 @@
 
 use std::cell::RefCell;
 use std::io;
-use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -28,6 +27,7 @@ use pingora::server::ShutdownWatch;
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::time::Instant;
 
+use crate::client_addr::ClientNet;
 use crate::config::ClientLimits;
 use crate::errors::GatewayError;
 use crate::metrics::{ConnectionRefusal, Metrics};
@@ -266,30 +266,23 @@ fn poll_read(stream: &mut Stream, cx: &mut Context<'_>) -> Poll<io::Result<Bytes
     })
 }
 
-/// The client's address as the connection cap counts it: IPv6 clients by their /64,
-/// which one client usually holds whole.
-fn client_address(stream: &Stream) -> Option<IpAddr> {
+/// The client's address as the connection cap counts it (IPv6 clients by their /64).
+fn client_address(stream: &Stream) -> Option<ClientNet> {
     let ip = stream.get_socket_digest()?.peer_addr()?.as_inet()?.ip();
-    Some(match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
-        },
-        v4 => v4,
-    })
+    Some(ClientNet::of(ip))
 }
 
 /// Open connections per client address, when capped. Entries live only while their
 /// address holds a connection, so the table is bounded by the open connections.
 struct ConnectionsPerAddress {
     cap: Option<usize>,
-    open: Arc<DashMap<IpAddr, usize>>,
+    open: Arc<DashMap<ClientNet, usize>>,
 }
 
 /// One connection's place in the count; leaving frees it.
 struct Slot {
-    address: IpAddr,
-    open: Arc<DashMap<IpAddr, usize>>,
+    address: ClientNet,
+    open: Arc<DashMap<ClientNet, usize>>,
 }
 
 impl ConnectionsPerAddress {
@@ -302,7 +295,7 @@ impl ConnectionsPerAddress {
 
     /// A place for one more connection from `address`; `None` when it holds the cap.
     /// Without a cap, or an address, nothing is counted.
-    fn enter(&self, address: Option<IpAddr>) -> Option<Option<Slot>> {
+    fn enter(&self, address: Option<ClientNet>) -> Option<Option<Slot>> {
         let (Some(cap), Some(address)) = (self.cap, address) else {
             return Some(None);
         };
@@ -388,8 +381,8 @@ mod tests {
     #[test]
     fn connections_per_address_are_capped_and_freed() {
         let per = ConnectionsPerAddress::new(Some(2));
-        let a: IpAddr = "192.0.2.1".parse().unwrap();
-        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let a = ClientNet::of("192.0.2.1".parse().unwrap());
+        let b = ClientNet::of("192.0.2.2".parse().unwrap());
         let first = per.enter(Some(a)).unwrap();
         let second = per.enter(Some(a)).unwrap();
         assert!(per.enter(Some(a)).is_none(), "a third from a is refused");
@@ -403,7 +396,7 @@ mod tests {
     #[test]
     fn without_a_cap_nothing_is_counted() {
         let per = ConnectionsPerAddress::new(None);
-        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let a = ClientNet::of("192.0.2.1".parse().unwrap());
         for _ in 0..10 {
             assert!(per.enter(Some(a)).unwrap().is_none());
         }

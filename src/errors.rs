@@ -64,6 +64,9 @@ pub enum GatewayError {
     /// The client's address holds `server.max_connections_per_ip` connections already.
     #[error("Too many connections from this address (at most {limit}).")]
     TooManyConnections { limit: usize },
+    /// This client address failed to log in too often: its bucket is empty.
+    #[error("Too many failed logins from this address; try again in {retry_after} seconds.")]
+    LoginRateLimited { retry_after: u64 },
     #[error("{detail}")]
     BadGateway { detail: String },
     #[error("{detail}")]
@@ -168,7 +171,9 @@ impl GatewayError {
             GatewayError::PayloadTooLarge { .. } => 413,
             GatewayError::NotJson | GatewayError::Version(_) => 415,
             GatewayError::HeaderTimeout { .. } => 408,
-            GatewayError::TooManyRequests | GatewayError::TooManyConnections { .. } => 429,
+            GatewayError::TooManyRequests
+            | GatewayError::TooManyConnections { .. }
+            | GatewayError::LoginRateLimited { .. } => 429,
             GatewayError::HeaderTooLarge { .. } => 431,
             GatewayError::BadGateway { .. } => 502,
             GatewayError::Unavailable { .. } => 503,
@@ -185,6 +190,9 @@ impl GatewayError {
             | GatewayError::TooManyConnections { .. }
             | GatewayError::Unavailable { .. } => {
                 vec![("retry-after", "1".to_string())]
+            }
+            GatewayError::LoginRateLimited { retry_after } => {
+                vec![("retry-after", retry_after.to_string())]
             }
             _ => Vec::new(),
         }
@@ -324,6 +332,21 @@ mod tests {
             panic!("not a 404");
         };
         assert!(echoed.len() <= MAX_ECHOED_PATH && path.starts_with(&echoed));
+    }
+
+    #[test]
+    fn a_rate_limited_login_is_429_with_retry_after_in_the_status_shape() {
+        let e = GatewayError::LoginRateLimited { retry_after: 7 };
+        assert_eq!(e.status(), 429);
+        assert_eq!(e.headers(), vec![("retry-after", "7".to_string())]);
+        assert_eq!(
+            e.body("r"),
+            json!({
+                "status": "429 Too Many Requests",
+                "detail": "Too many failed logins from this address; try again in 7 seconds.",
+                "request_id": "r",
+            })
+        );
     }
 
     #[test]

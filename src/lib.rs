@@ -5,7 +5,8 @@
 //! 1. `paths` normalizes the path and `routes` classifies it into a [`routes::Route`].
 //! 2. The auth endpoints are answered by `auth` (login, check, logout), with `versioning`
 //!    deciding the API version from Accept, `users` the passwords and roles, `tokens` the
-//!    JWTs, and `state` the revocations and lockouts; `docs` answers `/docs`.
+//!    JWTs, `client_addr` who the client is, and `state` the revocations, lockouts and
+//!    failed logins per client; `docs` answers `/docs`.
 //! 3. Everything else is admitted by `access` (method, token, operation, role, version),
 //!    its body checked by `request`, and forwarded by `upstream` (which manager, one
 //!    request's attempts) and `forward` (what changes on the way).
@@ -21,6 +22,7 @@
 mod access;
 mod admin;
 mod auth;
+mod client_addr;
 pub mod config;
 mod connections;
 mod docs;

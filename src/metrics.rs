@@ -17,6 +17,7 @@ pub struct Metrics {
     requests: IntCounterVec,
     request_duration: HistogramVec,
     logins: IntCounterVec,
+    login_rate_limited: IntCounterVec,
     token_checks: IntCounterVec,
     password_verifications: IntCounter,
     upstream_up: IntGaugeVec,
@@ -44,6 +45,8 @@ pub enum LoginResult {
     InvalidCredentials,
     BadRequest,
     Busy,
+    /// The client's bucket of failed logins was empty.
+    RateLimited,
     Error,
 }
 
@@ -84,6 +87,13 @@ impl Metrics {
         let logins = IntCounterVec::new(
             Opts::new("clustergate_logins_total", "Login attempts, by result"),
             &["result"],
+        )?;
+        let login_rate_limited = IntCounterVec::new(
+            Opts::new(
+                "clustergate_login_rate_limited_total",
+                "Logins refused with 429 because the client address failed too often, by address family",
+            ),
+            &["family"],
         )?;
         let token_checks = IntCounterVec::new(
             Opts::new(
@@ -153,6 +163,7 @@ impl Metrics {
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(logins.clone()))?;
+        registry.register(Box::new(login_rate_limited.clone()))?;
         registry.register(Box::new(token_checks.clone()))?;
         registry.register(Box::new(password_verifications.clone()))?;
         Ok(Arc::new(Metrics {
@@ -160,6 +171,7 @@ impl Metrics {
             requests,
             request_duration,
             logins,
+            login_rate_limited,
             token_checks,
             password_verifications,
             upstream_up,
@@ -195,9 +207,16 @@ impl Metrics {
             LoginResult::InvalidCredentials => "invalid_credentials",
             LoginResult::BadRequest => "bad_request",
             LoginResult::Busy => "busy",
+            LoginResult::RateLimited => "rate_limited",
             LoginResult::Error => "error",
         };
         self.logins.with_label_values(&[label]).inc();
+    }
+
+    /// A login refused for its client's failed logins; the label is `ipv4` or `ipv6`.
+    pub fn login_rate_limited(&self, ipv6: bool) {
+        let family = if ipv6 { "ipv6" } else { "ipv4" };
+        self.login_rate_limited.with_label_values(&[family]).inc();
     }
 
     pub fn token_check(&self, result: TokenCheckResult) {

@@ -25,6 +25,7 @@ use tracing::Instrument;
 
 use crate::access::{self, Admission};
 use crate::auth::{self, Auth, AuthRequest};
+use crate::client_addr::TrustedProxies;
 use crate::docs::{self, Docs};
 use crate::errors::GatewayError;
 use crate::forward::{self, Forward};
@@ -34,7 +35,7 @@ use crate::readiness::Readiness;
 use crate::request;
 use crate::respond::{self, LocalResponse};
 use crate::routes::Route;
-use crate::state::unix_now;
+use crate::state::{unix_now, unix_now_ms};
 use crate::upstream::credentials::{CredentialError, ServiceAccount};
 use crate::upstream::{
     health, Attempt, Backend, BackendState, ErrorVerdict, ResponseVerdict, Upstreams,
@@ -55,6 +56,8 @@ pub struct Gateway {
     pub readiness: Arc<Readiness>,
     /// Whether clients reach this listener over TLS.
     pub tls: bool,
+    /// Whose `X-Forwarded-For` names the client (for the limit on failed logins).
+    pub trusted_proxies: TrustedProxies,
 }
 
 /// Per-request state.
@@ -363,9 +366,14 @@ impl Gateway {
             return Err(GatewayError::MethodNotAllowed { allow: "POST" });
         }
         let body = request::read_body(session, auth::BODY_LIMIT).await?;
-        let req = AuthRequest::of(session.req_header(), body);
+        let header = session.req_header();
+        let client = session
+            .client_addr()
+            .and_then(|a| a.as_inet())
+            .map(|peer| self.trusted_proxies.client(peer.ip(), &header.headers));
+        let req = AuthRequest::of(header, body, client);
         self.auth
-            .answer(route, &req, unix_now(), self.readiness.check().is_ok())
+            .answer(route, &req, unix_now_ms(), self.readiness.check().is_ok())
             .await
     }
 

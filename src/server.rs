@@ -129,6 +129,7 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
             auth_config.max_queued_logins,
         )?,
         lockout: auth_config.lockout,
+        failed_logins_per_client: auth_config.failed_logins_per_client,
         metrics: metrics.clone(),
         vendor: api.vendor.clone(),
         tls: tls_on,
@@ -184,6 +185,7 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
         metrics: metrics.clone(),
         readiness: readiness.clone(),
         tls: tls_on,
+        trusted_proxies: server_config.trusted_proxies.clone(),
     };
     server.add_service(proxy_service(
         &server,

@@ -141,6 +141,7 @@ mod tests {
             headers: &headers,
             query: Some(&query),
             body: "".into(),
+            client: None,
         };
         assert_eq!(
             body_of(&auth.check(&only_query, NOW, true).await.unwrap())["username"],
@@ -150,6 +151,7 @@ mod tests {
             headers: &headers,
             query: Some(&query),
             body: r#"{"token":"bad"}"#.into(),
+            client: None,
         };
         assert_eq!(
             body_of(&auth.check(&both, NOW, true).await.unwrap()),

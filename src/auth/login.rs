@@ -1,6 +1,8 @@
 //! `POST /api/auth`: a login. 201 with a token and the user's permissions, or one 400
 //! for every kind of refusal, taking as long whichever it was.
 
+use std::sync::Arc;
+
 use serde_json::json;
 
 use super::{request::string_field, Auth, AuthRequest, AUTH_VERSION};
@@ -8,20 +10,22 @@ use crate::config::LockoutPolicy;
 use crate::errors::GatewayError;
 use crate::metrics::LoginResult;
 use crate::respond::LocalResponse;
-use crate::state::UnixTime;
+use crate::state::{UnixMillis, UnixTime};
+use crate::users::User;
 use crate::versioning;
 
 impl Auth {
     pub async fn login(
         &self,
         req: &AuthRequest<'_>,
-        now: UnixTime,
+        now_ms: UnixMillis,
     ) -> Result<LocalResponse, GatewayError> {
-        let result = self.try_login(req, now).await;
+        let result = self.try_login(req, now_ms).await;
         self.metrics.login(match &result {
             Ok(_) => LoginResult::Success,
             Err(GatewayError::InvalidCredentials) => LoginResult::InvalidCredentials,
             Err(GatewayError::TooManyRequests) => LoginResult::Busy,
+            Err(GatewayError::LoginRateLimited { .. }) => LoginResult::RateLimited,
             Err(GatewayError::Unavailable { .. } | GatewayError::Internal) => LoginResult::Error,
             Err(_) => LoginResult::BadRequest,
         });
@@ -31,8 +35,9 @@ impl Auth {
     async fn try_login(
         &self,
         req: &AuthRequest<'_>,
-        now: UnixTime,
+        now_ms: UnixMillis,
     ) -> Result<LocalResponse, GatewayError> {
+        let now = now_ms / 1000;
         let negotiated =
             versioning::negotiate(req.accept().as_deref(), &self.vendor, AUTH_VERSION, false)?;
         let body = req.json_object()?.ok_or_else(|| {
@@ -43,24 +48,14 @@ impl Auth {
         let username = string_field(&body, "username")?;
         let password = string_field(&body, "password")?;
 
-        let user = self.users.active(&username).cloned();
-        let admitted = match (&user, self.lockout) {
-            (Some(_), Some(policy)) => self.admit(&username, policy, now).await?,
-            _ => true,
-        };
-        // A refused or unknown user is checked against a dummy hash: same cost, never a match.
-        let hash = user
-            .as_ref()
-            .filter(|_| admitted)
-            .map(|u| u.password_hash.clone());
-        self.metrics.password_verified();
-        let verified = self.passwords.verify(hash, password).await?;
-
-        // `?username`: the name is the client's text, escaped so it cannot forge log lines.
-        let Some(user) = user.filter(|_| verified) else {
-            tracing::info!(username = ?username, locked_out = !admitted, "login refused");
-            return Err(GatewayError::InvalidCredentials);
-        };
+        // Both limits apply: the client's bucket first, so that a client refused here
+        // costs no hash and counts against no username.
+        let taken = self.take_login_token(req.client, now_ms).await?;
+        let checked = self.check_password(&username, password, now).await;
+        if !matches!(checked, Err(GatewayError::InvalidCredentials)) {
+            self.give_back_login_token(taken, now_ms).await?;
+        }
+        let user = checked?;
 
         if self.lockout.is_some() {
             self.stores.lockouts.clear(&username).await?;
@@ -83,6 +78,34 @@ impl Auth {
             LocalResponse::json(201, self.content_type(negotiated), &body)
                 .with_header("set-cookie", cookie),
         )
+    }
+
+    /// The user, if `password` is theirs and their username is not locked out; every
+    /// refusal is `InvalidCredentials`.
+    async fn check_password(
+        &self,
+        username: &str,
+        password: String,
+        now: UnixTime,
+    ) -> Result<Arc<User>, GatewayError> {
+        let user = self.users.active(username).cloned();
+        let admitted = match (&user, self.lockout) {
+            (Some(_), Some(policy)) => self.admit(username, policy, now).await?,
+            _ => true,
+        };
+        // A refused or unknown user is checked against a dummy hash: same cost, never a match.
+        let hash = user
+            .as_ref()
+            .filter(|_| admitted)
+            .map(|u| u.password_hash.clone());
+        self.metrics.password_verified();
+        let verified = self.passwords.verify(hash, password).await?;
+
+        // `?username`: the name is the client's text, escaped so it cannot forge log lines.
+        user.filter(|_| verified).ok_or_else(|| {
+            tracing::info!(username = ?username, locked_out = !admitted, "login refused");
+            GatewayError::InvalidCredentials
+        })
     }
 
     /// Counts this attempt before the slow hash, so that concurrent attempts cannot all
@@ -115,7 +138,9 @@ impl Auth {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{auth, body_of, credentials, post, request, LOCKOUT_SECONDS, NOW};
+    use super::super::testing::{
+        auth, body_of, credentials, post, request, LOCKOUT_SECONDS, NOW, NOW_MS,
+    };
     use super::*;
 
     #[tokio::test]
@@ -123,7 +148,7 @@ mod tests {
         let auth = auth();
         let headers = post("application/vnd.ceph.api.v1.0+json");
         let req = request(&headers, r#"{"username":"admin","password":"pw"}"#);
-        let response = auth.login(&req, NOW).await.unwrap();
+        let response = auth.login(&req, NOW_MS).await.unwrap();
         assert_eq!(response.status, 201);
         assert_eq!(response.content_type, "application/vnd.ceph.api.v1.0+json");
         let body = body_of(&response);
@@ -156,7 +181,7 @@ mod tests {
             let req = request(&headers, body);
             assert!(
                 matches!(
-                    auth.login(&req, NOW).await,
+                    auth.login(&req, NOW_MS).await,
                     Err(GatewayError::InvalidCredentials)
                 ),
                 "{body}"
@@ -170,14 +195,14 @@ mod tests {
         let headers = post("application/vnd.ceph.api.v1.0+json");
         let attempt = |pw: &str| request(&headers, credentials("admin", pw));
         for _ in 0..3 {
-            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+            assert!(auth.login(&attempt("bad"), NOW_MS).await.is_err());
         }
         assert!(matches!(
-            auth.login(&attempt("pw"), NOW + 1).await,
+            auth.login(&attempt("pw"), NOW_MS + 1000).await,
             Err(GatewayError::InvalidCredentials)
         ));
         assert!(auth
-            .login(&attempt("pw"), NOW + LOCKOUT_SECONDS + 1)
+            .login(&attempt("pw"), (NOW + LOCKOUT_SECONDS + 1) * 1000)
             .await
             .is_ok());
     }
@@ -192,7 +217,7 @@ mod tests {
             let headers = headers.clone();
             attempts.spawn(async move {
                 let req = request(&headers, r#"{"username":"admin","password":"bad"}"#);
-                auth.login(&req, NOW).await.is_err()
+                auth.login(&req, NOW_MS).await.is_err()
             });
         }
         while let Some(refused) = attempts.join_next().await {
@@ -200,7 +225,7 @@ mod tests {
         }
         let req = request(&headers, r#"{"username":"admin","password":"pw"}"#);
         assert!(matches!(
-            auth.login(&req, NOW).await,
+            auth.login(&req, NOW_MS).await,
             Err(GatewayError::InvalidCredentials)
         ));
     }
@@ -212,13 +237,13 @@ mod tests {
         let headers = post("application/vnd.ceph.api.v1.0+json");
         let attempt = |pw: &str| request(&headers, credentials("admin", pw));
         for _ in 0..2 {
-            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+            assert!(auth.login(&attempt("bad"), NOW_MS).await.is_err());
         }
-        assert!(auth.login(&attempt("pw"), NOW).await.is_ok());
+        assert!(auth.login(&attempt("pw"), NOW_MS).await.is_ok());
         for _ in 0..2 {
-            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+            assert!(auth.login(&attempt("bad"), NOW_MS).await.is_err());
         }
-        assert!(auth.login(&attempt("pw"), NOW).await.is_ok());
+        assert!(auth.login(&attempt("pw"), NOW_MS).await.is_ok());
     }
 
     #[tokio::test]
@@ -226,7 +251,7 @@ mod tests {
         let auth = auth();
         let headers = post("*/*");
         let req = request(&headers, "not json");
-        assert_eq!(auth.login(&req, NOW).await.unwrap_err().status(), 415);
+        assert_eq!(auth.login(&req, NOW_MS).await.unwrap_err().status(), 415);
     }
 
     #[tokio::test]
@@ -242,7 +267,7 @@ mod tests {
             r#"{"username":1,"password":"x"}"#,
         ] {
             let req = request(&headers, body.to_string());
-            let err = auth.login(&req, NOW).await.unwrap_err();
+            let err = auth.login(&req, NOW_MS).await.unwrap_err();
             assert!(
                 matches!(err, GatewayError::BadRequest { .. }),
                 "{body}: {err:?}"

@@ -3,6 +3,7 @@
 //! every other API request goes through.
 
 mod check;
+mod client_limit;
 mod login;
 mod logout;
 pub mod request;
@@ -14,7 +15,7 @@ use crate::errors::GatewayError;
 use crate::metrics::{Metrics, TokenCheckResult};
 use crate::respond::LocalResponse;
 use crate::routes::Route;
-use crate::state::{StateError, Stores, UnixTime};
+use crate::state::{BucketRate, StateError, Stores, UnixMillis, UnixTime};
 use crate::tokens::{TokenError, TokenService};
 use crate::users::{PasswordChecker, User, UserDb};
 use crate::versioning::{ApiVersion, Negotiated};
@@ -34,6 +35,8 @@ pub struct Auth {
     pub stores: Stores,
     pub passwords: PasswordChecker,
     pub lockout: Option<LockoutPolicy>,
+    /// Each client address's bucket of failed logins; `None`: no limit.
+    pub failed_logins_per_client: Option<BucketRate>,
     pub metrics: Arc<Metrics>,
     pub vendor: String,
     /// Whether clients reach us over TLS (cookies then carry `Secure`).
@@ -56,19 +59,20 @@ enum TokenRejection {
 }
 
 impl Auth {
-    /// Answers an auth endpoint's request. `serving`: whether the dashboards can serve;
-    /// the token check tells balancers when they cannot.
+    /// Answers an auth endpoint's request at `now_ms`. `serving`: whether the dashboards
+    /// can serve; the token check tells balancers when they cannot.
     pub async fn answer(
         &self,
         route: Route,
         req: &AuthRequest<'_>,
-        now: UnixTime,
+        now_ms: UnixMillis,
         serving: bool,
     ) -> Result<LocalResponse, GatewayError> {
+        let now = now_ms / 1000;
         match route {
             // Boxed: a login's future is large, and the caller's future (moved into a box on
             // every request by `async_trait`) would otherwise be as large.
-            Route::Login => Box::pin(self.login(req, now)).await,
+            Route::Login => Box::pin(self.login(req, now_ms)).await,
             Route::TokenCheck => self.check(req, now, serving).await,
             Route::Logout => self.logout(req, now).await,
             _ => Err(GatewayError::not_found("/api/auth")),

@@ -2,6 +2,7 @@
 //! from pingora's session so handlers can be tested with plain values.
 
 use std::borrow::Cow;
+use std::net::IpAddr;
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -16,14 +17,21 @@ pub struct AuthRequest<'a> {
     pub headers: &'a HeaderMap,
     pub query: Option<&'a str>,
     pub body: Bytes,
+    /// Who sent it (see `client_addr`); `None` when the connection has no IP peer.
+    pub client: Option<IpAddr>,
 }
 
 impl<'a> AuthRequest<'a> {
-    pub fn of(header: &'a pingora::http::RequestHeader, body: Bytes) -> Self {
+    pub fn of(
+        header: &'a pingora::http::RequestHeader,
+        body: Bytes,
+        client: Option<IpAddr>,
+    ) -> Self {
         AuthRequest {
             headers: &header.headers,
             query: header.uri.query(),
             body,
+            client,
         }
     }
 
@@ -171,6 +179,7 @@ mod tests {
             headers: h,
             query,
             body: Bytes::from(body.to_string()),
+            client: None,
         }
     }
 

@@ -1,5 +1,6 @@
 //! A small [`Auth`] for unit tests: users admin/pw (administrator), viewer/pw (read-only),
-//! disabled/pw (disabled); lockout after 3 failures for 60 s.
+//! disabled/pw (disabled); lockout after 3 failures for 60 s; no limit per client unless
+//! asked for ([`auth_limited`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,14 +12,24 @@ use crate::config::LockoutPolicy;
 use crate::metrics::Metrics;
 use crate::respond::LocalResponse;
 use crate::secrets::Secret;
-use crate::state::StateConfig;
+use crate::state::{BucketRate, StateConfig};
 use crate::tokens::{SigningKey, TokenService};
 use crate::users::{PasswordChecker, PasswordHash, Role, UserDb, UserSpec};
 
 pub const NOW: u64 = 1_800_000_000;
+pub const NOW_MS: u64 = NOW * 1000;
 pub const LOCKOUT_SECONDS: u64 = 60;
 
 pub fn auth() -> Arc<Auth> {
+    Arc::new(build(None))
+}
+
+/// With each client's failed logins limited to `rate`.
+pub fn auth_limited(rate: BucketRate) -> Arc<Auth> {
+    Arc::new(build(Some(rate)))
+}
+
+fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
     let hash = PasswordHash::hash_new("pw").unwrap();
     let user = |name: &str, role: Role, enabled: bool| UserSpec {
         username: name.into(),
@@ -26,7 +37,7 @@ pub fn auth() -> Arc<Auth> {
         roles: vec![role],
         enabled,
     };
-    Arc::new(Auth {
+    Auth {
         users: UserDb::new(vec![
             user("admin", Role::Administrator, true),
             user("viewer", Role::ReadOnly, true),
@@ -46,10 +57,11 @@ pub fn auth() -> Arc<Auth> {
             attempts: 3,
             duration: Duration::from_secs(LOCKOUT_SECONDS),
         }),
+        failed_logins_per_client,
         metrics: Metrics::new(&prometheus::Registry::new()).unwrap(),
         vendor: "ceph".into(),
         tls: false,
-    })
+    }
 }
 
 /// Headers of a JSON POST with this Accept.
@@ -69,6 +81,7 @@ pub fn request(headers: &http::HeaderMap, body: impl Into<bytes::Bytes>) -> Auth
         headers,
         query: None,
         body: body.into(),
+        client: None,
     }
 }
 
@@ -79,4 +92,12 @@ pub fn credentials(username: &str, password: &str) -> String {
 
 pub fn body_of(response: &LocalResponse) -> Value {
     serde_json::from_slice(&response.body).unwrap()
+}
+
+/// Password hashes `auth` has computed, as its metrics count them.
+pub fn hashes(auth: &Auth) -> u64 {
+    let text = String::from_utf8(auth.metrics.render().unwrap()).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("clustergate_password_verifications_total "))
+        .map_or(0, |n| n.parse().unwrap())
 }

@@ -1,5 +1,5 @@
-//! `[api]` and `[auth]`: the API's vendor name, tokens, the signing secret, lockout and
-//! the password hasher's bounds.
+//! `[api]` and `[auth]`: the API's vendor name, tokens, the signing secret, lockout, the
+//! limit on failed logins per client, and the password hasher's bounds.
 
 use std::time::Duration;
 
@@ -8,6 +8,7 @@ use super::parse::Source;
 use super::server::default_threads;
 use super::ConfigErrors;
 use crate::secrets::Secret;
+use crate::state::BucketRate;
 use crate::tokens::SigningKey;
 
 #[derive(Debug, Clone)]
@@ -27,6 +28,8 @@ pub struct AuthConfig {
     pub signing_keys: Vec<SigningKey>,
     pub max_concurrent_hashes: usize,
     pub max_queued_logins: usize,
+    /// Each client's bucket of failed logins (`None`: no limit).
+    pub failed_logins_per_client: Option<BucketRate>,
 }
 
 /// After `attempts` consecutive failures a username is refused for `duration`.
@@ -76,6 +79,8 @@ pub(super) fn validate(
     if max_concurrent_hashes == 0 {
         errors.push(f, "auth.max_concurrent_hashes", "must be at least 1");
     }
+    let failed_logins_per_client =
+        failed_logins_per_client(errors, at, auth.max_failed_logins_per_ip_per_minute);
     AuthConfig {
         token_ttl: Duration::from_secs(auth.token_ttl_seconds),
         issuer: auth.issuer,
@@ -83,6 +88,34 @@ pub(super) fn validate(
         signing_keys,
         max_concurrent_hashes,
         max_queued_logins: auth.max_queued_logins,
+        failed_logins_per_client,
+    }
+}
+
+/// Above this, a token would refill in under a millisecond (the buckets' unit of time).
+const MAX_FAILED_LOGINS_PER_MINUTE: u32 = 60_000;
+
+/// `per_minute` failed logins in a burst, refilled evenly over a minute. The refill time is
+/// rounded up: the limit is never looser than configured.
+fn failed_logins_per_client(
+    errors: &mut ConfigErrors,
+    at: &Source<'_>,
+    per_minute: u32,
+) -> Option<BucketRate> {
+    match per_minute {
+        0 => None,
+        n if n > MAX_FAILED_LOGINS_PER_MINUTE => {
+            errors.push(
+                at.file,
+                "auth.max_failed_logins_per_ip_per_minute",
+                format!("{n} is over {MAX_FAILED_LOGINS_PER_MINUTE} (1000 a second); use a lower number, or 0 to disable the limit"),
+            );
+            None
+        }
+        n => Some(BucketRate {
+            burst: n,
+            refill_ms: 60_000_u64.div_ceil(u64::from(n)),
+        }),
     }
 }
 

@@ -32,6 +32,7 @@ pub(super) struct ServerSection {
     pub header_timeout_ms: u64,
     pub keepalive_timeout_s: u64,
     pub max_connections_per_ip: usize,
+    pub trusted_proxies: Vec<String>,
 }
 
 impl Default for ServerSection {
@@ -51,6 +52,7 @@ impl Default for ServerSection {
             header_timeout_ms: 10_000,
             keepalive_timeout_s: 60,
             max_connections_per_ip: 0,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -95,6 +97,7 @@ pub(super) struct AuthSection {
     pub signing_keys: Vec<SigningKeyEntry>,
     pub max_concurrent_hashes: Option<usize>,
     pub max_queued_logins: usize,
+    pub max_failed_logins_per_ip_per_minute: u32,
 }
 
 impl Default for AuthSection {
@@ -109,6 +112,7 @@ impl Default for AuthSection {
             signing_keys: Vec::new(),
             max_concurrent_hashes: None,
             max_queued_logins: 64,
+            max_failed_logins_per_ip_per_minute: 30,
         }
     }
 }

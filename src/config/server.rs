@@ -1,17 +1,19 @@
 //! `[server]` and `[metrics]`: where the gateway listens, its TLS, its threads, its state
-//! directory, and the admin listener.
+//! directory, the proxies it believes about client addresses, and the admin listener.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ipnet::IpNet;
 use pingora::tls::sign::CertifiedKey;
 
 use super::file::{MetricsSection, ServerSection};
 use super::parse::Source;
 use super::upstream::parse_base_url;
 use super::ConfigErrors;
+use crate::client_addr::TrustedProxies;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -27,6 +29,8 @@ pub struct ServerConfig {
     /// The gateway's address as clients see it (for the docs' `servers`); `None`: "/".
     pub public_url: Option<String>,
     pub clients: ClientLimits,
+    /// Peers whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: TrustedProxies,
 }
 
 /// What one client may hold of the gateway before a request is parsed.
@@ -110,6 +114,7 @@ pub(super) fn validate(
         }
     }
     let clients = client_limits(errors, f, &server);
+    let trusted_proxies = trusted_proxies(errors, f, &server.trusted_proxies);
     let server = ServerConfig {
         listen: listen?,
         tls: tls?,
@@ -119,6 +124,7 @@ pub(super) fn validate(
         drain: drain?,
         public_url: server.public_url,
         clients: clients?,
+        trusted_proxies,
     };
     let metrics = MetricsConfig {
         listen: metrics_listen?,
@@ -173,6 +179,35 @@ fn client_limits(
 /// The number of cores, as pingora and the password hasher size themselves by it.
 pub(super) fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `server.trusted_proxies`: CIDRs (`10.0.0.0/8`, `2001:db8::/32`) or single addresses.
+fn trusted_proxies(
+    errors: &mut ConfigErrors,
+    f: &std::path::Path,
+    entries: &[String],
+) -> TrustedProxies {
+    let mut nets = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let key = format!("server.trusted_proxies[{i}]");
+        let parsed = entry
+            .parse::<IpNet>()
+            .or_else(|_| entry.parse::<std::net::IpAddr>().map(IpNet::from));
+        match parsed {
+            Ok(net) if net == net.trunc() => nets.push(net),
+            Ok(net) => errors.push(
+                f,
+                key,
+                format!("{entry:?} has bits set after the prefix; write {:?}", net.trunc().to_string()),
+            ),
+            Err(_) => errors.push(
+                f,
+                key,
+                format!("{entry:?} is not a CIDR like \"10.0.0.0/8\" or \"2001:db8::/32\", or an address like \"10.0.0.5\""),
+            ),
+        }
+    }
+    TrustedProxies::new(nets)
 }
 
 fn parse_addr(

@@ -37,6 +37,17 @@ fn empty_file_gives_the_documented_defaults() {
     );
     assert_eq!(c.users.file, d.path().join("users.toml"));
     assert!(c.users.users.is_empty());
+    assert_eq!(
+        c.auth.failed_logins_per_client,
+        Some(crate::state::BucketRate {
+            burst: 30,
+            refill_ms: 2000
+        })
+    );
+    assert_eq!(
+        c.server.trusted_proxies,
+        crate::client_addr::TrustedProxies::default()
+    );
 }
 
 #[test]
@@ -410,4 +421,68 @@ fn client_limits_are_bounded_by_what_pingora_parses() {
             "{line}"
         );
     }
+}
+
+#[test]
+fn max_failed_logins_per_ip_per_minute_zero_disables_the_limit() {
+    let d = dir();
+    let c = parse("[auth]\nmax_failed_logins_per_ip_per_minute = 0", d.path()).unwrap();
+    assert_eq!(c.auth.failed_logins_per_client, None);
+}
+
+#[test]
+fn max_failed_logins_per_ip_per_minute_refills_evenly_rounding_the_refill_up() {
+    let d = dir();
+    let c = parse("[auth]\nmax_failed_logins_per_ip_per_minute = 7", d.path()).unwrap();
+    assert_eq!(
+        c.auth.failed_logins_per_client,
+        Some(crate::state::BucketRate {
+            burst: 7,
+            refill_ms: 8572
+        })
+    );
+}
+
+#[test]
+fn max_failed_logins_per_ip_per_minute_over_60000_is_refused() {
+    let e = errors_of("[auth]\nmax_failed_logins_per_ip_per_minute = 60001");
+    assert!(
+        e.mentions("auth.max_failed_logins_per_ip_per_minute"),
+        "{e}"
+    );
+    assert!(
+        errors_of("[auth]\nmax_failed_logins_per_ip_per_minute = -1")
+            .mentions("auth.max_failed_logins_per_ip_per_minute")
+    );
+}
+
+#[test]
+fn trusted_proxies_take_cidrs_and_addresses() {
+    let d = dir();
+    let c = parse(
+        "[server]\ntrusted_proxies = [\"10.0.0.0/8\", \"192.0.2.5\", \"2001:db8::/32\"]",
+        d.path(),
+    )
+    .unwrap();
+    let nets = ["10.0.0.0/8", "192.0.2.5/32", "2001:db8::/32"];
+    assert_eq!(
+        c.server.trusted_proxies,
+        crate::client_addr::TrustedProxies::new(nets.iter().map(|n| n.parse().unwrap()).collect())
+    );
+}
+
+#[test]
+fn an_invalid_trusted_proxy_is_named_by_its_index() {
+    let e =
+        errors_of("[server]\ntrusted_proxies = [\"10.0.0.0/8\", \"10.0.0.0/33\", \"proxy.local\"]");
+    assert!(e.mentions("server.trusted_proxies[1]"), "{e}");
+    assert!(e.mentions("server.trusted_proxies[2]"), "{e}");
+    assert!(!e.mentions("server.trusted_proxies[0]"), "{e}");
+}
+
+#[test]
+fn a_trusted_proxy_with_bits_after_its_prefix_is_refused_with_the_fix() {
+    let e = errors_of("[server]\ntrusted_proxies = [\"10.1.2.3/8\"]");
+    assert!(e.mentions("server.trusted_proxies[0]"), "{e}");
+    assert!(e.to_string().contains("\"10.0.0.0/8\""), "{e}");
 }

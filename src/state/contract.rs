@@ -1,7 +1,10 @@
 //! The behaviour every state store must show; each backend runs these. Times are seconds
 //! after `T`, a moment in the future: a shared store's keys expire by the real clock.
 
-use super::{Lockouts, Revocations, UnixTime, UpstreamToken, UpstreamTokens};
+use super::{
+    BucketRate, FailedLogins, Lockouts, Revocations, Take, UnixTime, UpstreamToken, UpstreamTokens,
+};
+use crate::client_addr::ClientNet;
 
 /// 2027-01-15: later than any test runs, so nothing a test stores expires under it.
 const T: UnixTime = 1_800_000_000;
@@ -38,6 +41,43 @@ pub async fn lockouts(store: &dyn Lockouts) {
     store.clear("u").await.unwrap();
     assert_eq!(store.record_failure("u", T + 102).await.unwrap(), 1);
     assert_eq!(store.locked_until("u", T + 102).await.unwrap(), None);
+}
+
+pub async fn failed_logins(store: &dyn FailedLogins) {
+    store.ready().await.unwrap();
+    let rate = BucketRate {
+        burst: 3,
+        refill_ms: 1000,
+    };
+    let now = T * 1000;
+    let a = ClientNet::of("192.0.2.1".parse().unwrap());
+    let b = ClientNet::of("2001:db8::1".parse().unwrap());
+    let take =
+        |client: ClientNet, at: u64| async move { store.take(&client, rate, at).await.unwrap() };
+    for _ in 0..3 {
+        assert_eq!(take(a, now).await, Take::Taken);
+    }
+    assert_eq!(take(a, now).await, Take::Empty { retry_in_ms: 1000 });
+    // Another client has its own bucket.
+    assert_eq!(take(b, now).await, Take::Taken);
+    // It refills continuously.
+    assert_eq!(take(a, now + 400).await, Take::Empty { retry_in_ms: 600 });
+    assert_eq!(take(a, now + 1000).await, Take::Taken);
+    assert_eq!(take(a, now + 1000).await, Take::Empty { retry_in_ms: 1000 });
+    // A token given back can be taken again; a full bucket gets no more than its burst.
+    store.give_back(&a, rate, now + 1000).await.unwrap();
+    assert_eq!(take(a, now + 1000).await, Take::Taken);
+    store.give_back(&b, rate, now).await.unwrap();
+    store.give_back(&b, rate, now).await.unwrap();
+    for _ in 0..3 {
+        assert_eq!(take(b, now).await, Take::Taken);
+    }
+    assert_eq!(take(b, now).await, Take::Empty { retry_in_ms: 1000 });
+    // Left alone for burst x refill, an empty bucket is full: the burst again, no more.
+    for _ in 0..3 {
+        assert_eq!(take(a, now + 4000).await, Take::Taken);
+    }
+    assert_eq!(take(a, now + 4000).await, Take::Empty { retry_in_ms: 1000 });
 }
 
 pub async fn upstream_tokens(store: &dyn UpstreamTokens) {

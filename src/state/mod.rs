@@ -1,9 +1,11 @@
 //! State shared by every request, and by every gateway of a deployment through Redis:
-//! token revocations, login lockouts and the service account's dashboard token, each
-//! behind a narrow trait, in memory (`memory`) or in Redis (`redis`). Time is passed in,
-//! so the stores hold no clock and tests control it. Policy (how many failures lock for
-//! how long) lives in `auth`, not here.
+//! token revocations, login lockouts, failed logins per client and the service account's
+//! dashboard token, each behind a narrow trait, in memory (`memory`, `failed_logins`) or in
+//! Redis (`redis`). Time is passed in, so the stores hold no clock and tests control it.
+//! Policy (how many failures lock for how long, how fast a client's bucket refills) lives
+//! in `auth` and `config`, not here.
 
+mod failed_logins;
 mod health;
 mod memory;
 mod redis;
@@ -14,17 +16,28 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use self::redis::{RedisSettings, RevocationFeed};
+pub use failed_logins::{BucketRate, MemoryFailedLogins, Take};
 pub use health::StoreHealth;
 pub use memory::{MemoryLockouts, MemoryRevocations, MemoryUpstreamTokens};
+
+use crate::client_addr::ClientNet;
 
 /// Seconds since the Unix epoch.
 pub type UnixTime = u64;
 
+/// Milliseconds since the Unix epoch.
+pub type UnixMillis = u64;
+
 /// The clock's time as the stores take it (0 if the clock is before 1970).
 pub fn unix_now() -> UnixTime {
+    unix_now_ms() / 1000
+}
+
+/// [`unix_now`] in milliseconds, for what refills continuously.
+pub fn unix_now_ms() -> UnixMillis {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +76,27 @@ pub trait Lockouts: Send + Sync {
     async fn lock(&self, username: &str, until: UnixTime) -> Result<(), StateError>;
     /// Forgets failures and locks of `username` (after a successful login).
     async fn clear(&self, username: &str) -> Result<(), StateError>;
+    async fn ready(&self) -> Result<(), StateError>;
+}
+
+/// A token bucket of failed logins per client: a login takes a token before its password
+/// is checked, and gets it back unless the password was wrong. An absent bucket is full.
+#[async_trait]
+pub trait FailedLogins: Send + Sync {
+    /// Takes one token from `client`'s bucket at `now`, or says how long until one is there.
+    async fn take(
+        &self,
+        client: &ClientNet,
+        rate: BucketRate,
+        now: UnixMillis,
+    ) -> Result<Take, StateError>;
+    /// Puts back a token taken at `now` (that login did not fail); a full bucket stays full.
+    async fn give_back(
+        &self,
+        client: &ClientNet,
+        rate: BucketRate,
+        now: UnixMillis,
+    ) -> Result<(), StateError>;
     async fn ready(&self) -> Result<(), StateError>;
 }
 
@@ -121,6 +155,7 @@ pub enum StateConfig {
 pub struct Stores {
     pub revocations: Arc<dyn Revocations>,
     pub lockouts: Arc<dyn Lockouts>,
+    pub failed_logins: Arc<dyn FailedLogins>,
     pub upstream_tokens: Arc<dyn UpstreamTokens>,
     /// Whether the stores answer, for readiness and metrics.
     pub health: Arc<StoreHealth>,
@@ -133,6 +168,7 @@ impl Stores {
     pub async fn ready(&self) -> Result<(), StateError> {
         self.revocations.ready().await?;
         self.lockouts.ready().await?;
+        self.failed_logins.ready().await?;
         self.upstream_tokens.ready().await
     }
 }
@@ -149,6 +185,7 @@ impl StateConfig {
             StateConfig::Memory => Ok(Stores {
                 revocations: Arc::new(MemoryRevocations::new(MEMORY_MAX_ENTRIES)),
                 lockouts: Arc::new(MemoryLockouts::new(MEMORY_MAX_ENTRIES)),
+                failed_logins: Arc::new(MemoryFailedLogins::new(MEMORY_MAX_ENTRIES)),
                 upstream_tokens: Arc::new(MemoryUpstreamTokens::default()),
                 health: Arc::new(StoreHealth::always_up()),
                 feed: None,

@@ -6,11 +6,15 @@
 //!   feed subscribes first and then reads the live set, and until it has, the copy is not
 //!   trusted: checks fail closed.
 //! - Lockouts: one hash per username, counted by a Lua script so that gateways count as one.
+//! - Failed logins per client: one key per client's bucket, expiring once it is full
+//!   again (`failed_logins`).
 //! - The service account's token: one key, kept locally until due; one gateway logs in at a
 //!   time (a short `SET NX` claim).
 //!
 //! Every command is bounded by `command_timeout`; a Redis that is down is `Unavailable`,
 //! never a hang, and the connection comes back by itself.
+
+mod failed_logins;
 
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
@@ -65,6 +69,9 @@ pub(super) fn stores(settings: RedisSettings) -> Result<Stores, StateError> {
     Ok(Stores {
         revocations: revocations.clone(),
         lockouts: Arc::new(RedisLockouts {
+            redis: redis.clone(),
+        }),
+        failed_logins: Arc::new(failed_logins::RedisFailedLogins {
             redis: redis.clone(),
         }),
         upstream_tokens: Arc::new(RedisUpstreamTokens {
@@ -612,8 +619,9 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
-    use crate::state::contract;
+    use crate::client_addr::ClientNet;
     use crate::state::redis_server::RedisServer;
+    use crate::state::{contract, BucketRate, Take};
 
     const COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -663,6 +671,7 @@ mod tests {
         let gateway = gateway(&server, "contract:").await;
         contract::revocations(gateway.stores.revocations.as_ref()).await;
         contract::lockouts(gateway.stores.lockouts.as_ref()).await;
+        contract::failed_logins(gateway.stores.failed_logins.as_ref()).await;
         contract::upstream_tokens(gateway.stores.upstream_tokens.as_ref()).await;
     }
 
@@ -748,6 +757,13 @@ mod tests {
         ));
         let lockout = gateway.stores.lockouts.record_failure("u", now).await;
         assert!(matches!(lockout, Err(StateError::Unavailable(_))));
+        let client = ClientNet::of("192.0.2.1".parse().unwrap());
+        let rate = BucketRate {
+            burst: 1,
+            refill_ms: 1000,
+        };
+        let bucket = gateway.stores.failed_logins.take(&client, rate, now * 1000);
+        assert!(matches!(bucket.await, Err(StateError::Unavailable(_))));
         assert!(gateway.stores.ready().await.is_err());
         assert!(
             started.elapsed() < COMMAND_TIMEOUT * 4,
@@ -761,6 +777,76 @@ mod tests {
         assert!(revocations.is_revoked("before", now).await.unwrap());
         assert!(!revocations.is_revoked("other", now).await.unwrap());
         gateway.stores.ready().await.unwrap();
+    }
+
+    /// Redis holds a client's bucket only until it is full again, under the deployment's prefix.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_login_bucket_is_a_prefixed_key_that_expires_when_full() {
+        let server = RedisServer::start();
+        let failed_logins = stores(settings(&server, "cg:")).unwrap().failed_logins;
+        let client = ClientNet::of("2001:db8:1:2::7".parse().unwrap());
+        let rate = BucketRate {
+            burst: 3,
+            refill_ms: 200,
+        };
+        let now = crate::state::unix_now_ms();
+        failed_logins.take(&client, rate, now).await.unwrap();
+        failed_logins.take(&client, rate, now).await.unwrap();
+        let mut redis = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let key = "cg:failed_logins:2001:db8:1:2::/64";
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert!(0 < ttl && ttl <= 400, "PTTL {ttl}");
+        // Given back to full: gone at once.
+        failed_logins.give_back(&client, rate, now).await.unwrap();
+        failed_logins.give_back(&client, rate, now).await.unwrap();
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(key)
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert!(!exists);
+        // Left alone: gone once full again.
+        failed_logins.take(&client, rate, now).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(key)
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert!(!exists);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failed_logins_on_three_gateways_take_from_one_bucket() {
+        let server = RedisServer::start();
+        let client = ClientNet::of("192.0.2.1".parse().unwrap());
+        let rate = BucketRate {
+            burst: 30,
+            refill_ms: 60_000,
+        };
+        let mut tasks = Vec::new();
+        for _ in 0..3 {
+            let failed_logins = stores(settings(&server, "cg:")).unwrap().failed_logins;
+            for _ in 0..20 {
+                let failed_logins = failed_logins.clone();
+                tasks.push(tokio::spawn(async move {
+                    failed_logins.take(&client, rate, 100_000).await.unwrap()
+                }));
+            }
+        }
+        let mut taken = 0;
+        for task in tasks {
+            taken += usize::from(task.await.unwrap() == Take::Taken);
+        }
+        assert_eq!(taken, 30, "the burst, once, over all gateways");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

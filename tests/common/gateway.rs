@@ -152,6 +152,19 @@ impl Gateway {
         self.extra_toml("upstream", &format!("max_body_bytes = {bytes}"))
     }
 
+    /// `auth.max_failed_logins_per_ip_per_minute`.
+    pub fn failed_logins_per_minute(self, per_minute: u32) -> Self {
+        self.extra_toml(
+            "auth",
+            &format!("max_failed_logins_per_ip_per_minute = {per_minute}"),
+        )
+    }
+
+    /// `server.trusted_proxies`.
+    pub fn trusted_proxies(self, nets: &[&str]) -> Self {
+        self.extra_toml("server", &format!("trusted_proxies = {nets:?}"))
+    }
+
     pub fn public_url(self, url: &str) -> Self {
         self.extra_toml("server", &format!("public_url = {url:?}"))
     }

@@ -32,6 +32,22 @@ impl RunningGateway {
         .await
     }
 
+    /// A login relayed as if by a proxy that names the client `forwarded_for`.
+    pub async fn try_login_forwarded(
+        &self,
+        forwarded_for: &str,
+        user: &str,
+        password: &str,
+    ) -> Reply {
+        let req = self
+            .client
+            .post(self.url("/api/auth"))
+            .header("Accept", V1)
+            .header("X-Forwarded-For", forwarded_for)
+            .json(&json!({"username": user, "password": password}));
+        self.send(req).await
+    }
+
     /// Log in and return the token; panics unless the gateway answers 201.
     pub async fn login(&self, user: &str, password: &str) -> String {
         let r = self.try_login(user, password).await;
