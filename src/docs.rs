@@ -96,12 +96,12 @@ impl Docs {
         let bad_gateway = |detail: String| GatewayError::BadGateway { detail };
         let mut req = self
             .upstreams
-            .request(backend, "GET", &self.docs_path)
+            .request(&backend, "GET", &self.docs_path)
             .map_err(|e| bad_gateway(e.to_string()))?;
         req.insert_header("accept", "application/json")
             .map_err(|e| bad_gateway(e.to_string()))?;
         let timeout = self.upstreams.timeouts.docs_fetch;
-        let peer = self.upstreams.peer(backend, timeout);
+        let peer = self.upstreams.peer(&backend, timeout);
         let reply = self
             .upstreams
             .client

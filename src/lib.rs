@@ -32,6 +32,7 @@ mod metrics;
 mod paths;
 mod proxy;
 mod readiness;
+mod reload;
 mod request;
 mod respond;
 mod routes;

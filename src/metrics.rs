@@ -27,6 +27,7 @@ pub struct Metrics {
     state_up: IntGauge,
     state_errors: IntCounter,
     connections_refused: IntCounterVec,
+    config_reloads: IntCounterVec,
 }
 
 /// Why a client was refused before its request was parsed, as the `reason` label says it.
@@ -154,6 +155,14 @@ impl Metrics {
             &["reason"],
         )?;
         registry.register(Box::new(connections_refused.clone()))?;
+        let config_reloads = IntCounterVec::new(
+            Opts::new(
+                "clustergate_config_reloads_total",
+                "Configuration reloads (SIGHUP), by result",
+            ),
+            &["result"],
+        )?;
+        registry.register(Box::new(config_reloads.clone()))?;
         registry.register(Box::new(state_up.clone()))?;
         registry.register(Box::new(state_errors.clone()))?;
         registry.register(Box::new(upstream_up.clone()))?;
@@ -181,6 +190,7 @@ impl Metrics {
             state_up,
             state_errors,
             connections_refused,
+            config_reloads,
         }))
     }
 
@@ -232,6 +242,11 @@ impl Metrics {
         self.token_checks.with_label_values(&[label]).inc();
     }
 
+    pub fn config_reloaded(&self, ok: bool) {
+        let result = if ok { "success" } else { "failure" };
+        self.config_reloads.with_label_values(&[result]).inc();
+    }
+
     pub fn connection_refused(&self, reason: ConnectionRefusal) {
         let label = match reason {
             ConnectionRefusal::HeaderTooLarge => "header_too_large",
@@ -250,6 +265,11 @@ impl Metrics {
         self.upstream_up
             .with_label_values(&[server])
             .set(i64::from(up));
+    }
+
+    /// A server a reload took off `upstream.servers`: its series go with it.
+    pub fn forget_upstream(&self, server: &str) {
+        let _ = self.upstream_up.remove_label_values(&[server]);
     }
 
     pub fn upstream_response(&self, server: &str, status: u16, elapsed: Duration) {

@@ -15,6 +15,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -44,7 +45,8 @@ use crate::upstream::{
 /// The gateway as pingora sees it.
 pub struct Gateway {
     pub auth: Arc<Auth>,
-    pub admission: Admission,
+    /// Replaced by a reload (the scope table and `access.*`).
+    pub admission: Arc<ArcSwap<Admission>>,
     /// No backends without `[upstream]`: then admission refuses every forward.
     pub upstreams: Arc<Upstreams>,
     /// The gateway's own dashboard account; `None` without backends.
@@ -349,7 +351,8 @@ impl Gateway {
         path: String,
     ) -> Result<Forward, GatewayError> {
         let request = access::Request::of(session.req_header(), route, path);
-        let forward = self.admission.admit(request, unix_now()).await?;
+        let admission = self.admission.load_full();
+        let forward = admission.admit(request, unix_now()).await?;
         if !self.upstreams.any_active() {
             return Err(GatewayError::no_active_backend());
         }

@@ -6,6 +6,8 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+
 use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::protocols::http::v2::server::default_h2_options;
 use pingora::proxy::HttpProxy;
@@ -28,9 +30,10 @@ use crate::docs::Docs;
 use crate::metrics::Metrics;
 use crate::proxy::Gateway;
 use crate::readiness::{DrainThenStop, Readiness};
+use crate::reload::{Live, Reloader};
 use crate::secrets::{self, SecretError};
 use crate::state::{StateError, Stores};
-use crate::tls::{self, TlsError};
+use crate::tls::{self, ServingCert, TlsError};
 use crate::tokens::{SigningKey, TokenService};
 use crate::upstream::credentials::ServiceAccount;
 use crate::upstream::health::HealthChecker;
@@ -95,6 +98,7 @@ pub fn run(config: Config, start: Start) -> Result<(), StartError> {
 
 /// Builds the pingora server with its services, and what stops it.
 fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartError> {
+    let running = config.clone();
     let Config {
         source: _,
         server: server_config,
@@ -121,8 +125,12 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
     let tls_on = certificate.is_some();
     let stores = state.build().map_err(StartError::State)?;
     let auth = Arc::new(Auth {
-        users: user_db,
-        tokens: TokenService::new(&signing_keys, auth_config.issuer, auth_config.token_ttl),
+        users: ArcSwap::from_pointee(user_db),
+        tokens: ArcSwap::from_pointee(TokenService::new(
+            &signing_keys,
+            auth_config.issuer,
+            auth_config.token_ttl,
+        )),
         stores: stores.clone(),
         passwords: PasswordChecker::new(
             auth_config.max_concurrent_hashes,
@@ -147,13 +155,13 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
             None
         }
     };
-    let account_name = dashboards.as_ref().map(|d| d.account_name.as_str());
-    let admission = Admission::new(
+    let account_name = dashboards.as_ref().map(|d| d.account_name.clone());
+    let admission = Arc::new(ArcSwap::from_pointee(Admission::new(
         table(&access),
         auth.clone(),
         api.vendor.clone(),
-        account_name,
-    );
+        account_name.as_deref(),
+    )));
     let upstreams = dashboards
         .as_ref()
         .map_or_else(|| Arc::new(Upstreams::none()), |d| d.upstreams.clone());
@@ -176,6 +184,17 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
         Some(d) => (Some(d.account), Some(d.docs)),
         None => (None, None),
     };
+    let certificate = certificate.map(ServingCert::new);
+    let live = Live {
+        auth: auth.clone(),
+        admission: admission.clone(),
+        upstreams: upstreams.clone(),
+        certificate: match server_config.tls {
+            TlsMode::Files { .. } => certificate.clone(),
+            _ => None,
+        },
+    };
+    let reloader = Reloader::new(live, metrics.clone(), running, account_name);
     let gateway = Gateway {
         auth,
         admission,
@@ -202,6 +221,7 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
     if let Some(health) = health {
         server.add_service(background_service("dashboard health checks", health));
     }
+    server.add_service(background_service("configuration reload", reloader));
     if let Some(feed) = stores.feed {
         server.add_service(background_service("revocation feed", feed));
     }
@@ -226,7 +246,10 @@ fn server_conf(server: &ServerConfig) -> ServerConf {
 }
 
 /// The configured signing keys, or one generated into `state_dir` on first start.
-fn signing_keys(auth: &AuthConfig, state_dir: &Path) -> Result<Vec<SigningKey>, StartError> {
+pub(crate) fn signing_keys(
+    auth: &AuthConfig,
+    state_dir: &Path,
+) -> Result<Vec<SigningKey>, StartError> {
     if !auth.signing_keys.is_empty() {
         return Ok(auth.signing_keys.clone());
     }
@@ -239,7 +262,7 @@ fn signing_keys(auth: &AuthConfig, state_dir: &Path) -> Result<Vec<SigningKey>, 
 }
 
 /// The users, with the initial admin created first when none is enabled.
-fn user_db(users: UsersConfig, state_dir: &Path) -> Result<UserDb, StartError> {
+pub(crate) fn user_db(users: UsersConfig, state_dir: &Path) -> Result<UserDb, StartError> {
     let (user_specs, created) = bootstrap::ensure_admin(users.users, state_dir)?;
     if let Some(path) = created {
         tracing::warn!(
@@ -283,7 +306,7 @@ fn proxy_service(
     server: &Server,
     gateway: Gateway,
     config: &ServerConfig,
-    certificate: Option<Arc<CertifiedKey>>,
+    certificate: Option<Arc<ServingCert>>,
 ) -> Result<Service<ClientConnections<HttpProxy<Gateway>>>, StartError> {
     let tls_on = certificate.is_some();
     let metrics = gateway.metrics.clone();
@@ -336,7 +359,7 @@ fn dashboards(
         );
     }
     let upstreams = Arc::new(Upstreams::new(&upstream)?);
-    for backend in upstreams.backends() {
+    for backend in upstreams.backends().iter() {
         tracing::info!(server = %backend.base, "dashboard backend");
         metrics.upstream_up(&backend.base, false);
     }

@@ -7,6 +7,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+
 use pingora::listeners::tls::TlsSettings;
 use pingora::tls::sign::CertifiedKey;
 use pingora::tls::{ClientHello, CryptoProvider, ResolvesServerCert};
@@ -154,27 +156,38 @@ pub fn ensure_generated(state_dir: &Path) -> Result<GeneratedPaths, TlsError> {
 }
 
 /// Listener settings serving `certified` with ALPN h2 and http/1.1.
-pub fn listener_settings(certified: Arc<CertifiedKey>) -> Result<TlsSettings, TlsError> {
+pub fn listener_settings(certificate: Arc<ServingCert>) -> Result<TlsSettings, TlsError> {
     let mut settings =
         TlsSettings::intermediate("", "").map_err(|e| TlsError::Generate(e.to_string()))?;
-    settings.set_cert_resolver(Arc::new(FixedCert(certified)));
+    settings.set_cert_resolver(certificate);
     settings.enable_h2();
     Ok(settings)
 }
 
-/// Serves one certificate for every name. A resolver (rather than file paths handed to
-/// pingora, which panics on bad files) is also where key rotation will plug in.
-struct FixedCert(Arc<CertifiedKey>);
+/// The one certificate served for every name. A resolver (rather than file paths handed
+/// to pingora, which panics on bad files) lets a reload replace it: each handshake reads
+/// the current one, and connections already up keep theirs.
+pub struct ServingCert(ArcSwap<CertifiedKey>);
 
-impl fmt::Debug for FixedCert {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("FixedCert")
+impl ServingCert {
+    pub fn new(certified: Arc<CertifiedKey>) -> Arc<ServingCert> {
+        Arc::new(ServingCert(ArcSwap::new(certified)))
+    }
+
+    pub fn replace(&self, certified: Arc<CertifiedKey>) {
+        self.0.store(certified);
     }
 }
 
-impl ResolvesServerCert for FixedCert {
+impl fmt::Debug for ServingCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ServingCert")
+    }
+}
+
+impl ResolvesServerCert for ServingCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.0.clone())
+        Some(self.0.load_full())
     }
 }
 

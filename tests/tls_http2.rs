@@ -172,21 +172,6 @@ async fn a_restart_reuses_the_generated_certificate_and_ca() {
     assert_unauthorized(&r);
 }
 
-/// A CA and a leaf for 127.0.0.1 made with rcgen: (ca pem, leaf chain pem, leaf key pem).
-fn operator_certificate() -> (String, String, String) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let leaf_key = KeyPair::generate().unwrap();
-    let leaf_params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
-    let leaf = leaf_params
-        .signed_by(&leaf_key, &Issuer::new(ca_params, ca_key))
-        .unwrap();
-    (ca.pem(), leaf.pem(), leaf_key.serialize_pem())
-}
-
 #[tokio::test]
 async fn operator_cert_and_key_files_are_served_instead_of_a_generated_pair() {
     let (ca, chain, key) = operator_certificate();

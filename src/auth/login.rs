@@ -60,7 +60,7 @@ impl Auth {
         if self.lockout.is_some() {
             self.stores.lockouts.clear(&username).await?;
         }
-        let issued = self.tokens.issue(&user.username, now).map_err(|e| {
+        let issued = self.tokens.load().issue(&user.username, now).map_err(|e| {
             tracing::error!(error = %e, "cannot sign a token");
             GatewayError::Internal
         })?;
@@ -88,7 +88,7 @@ impl Auth {
         password: String,
         now: UnixTime,
     ) -> Result<Arc<User>, GatewayError> {
-        let user = self.users.active(username).cloned();
+        let user = self.users.load().active(username).cloned();
         let admitted = match (&user, self.lockout) {
             (Some(_), Some(policy)) => self.admit(username, policy, now).await?,
             _ => true,
@@ -166,7 +166,7 @@ mod tests {
                 format!("token={token}; HttpOnly; Path=/; SameSite=Strict")
             )]
         );
-        assert!(auth.tokens.verify(token, NOW).is_ok());
+        assert!(auth.tokens.load().verify(token, NOW).is_ok());
     }
 
     #[tokio::test]

@@ -21,13 +21,14 @@ impl Auth {
         // Expired and already revoked tokens are still ours: logging out again is fine.
         let claims = self
             .tokens
+            .load()
             .verify_issued(token)
             .map_err(|_| GatewayError::Unauthorized)?;
         self.stores
             .revocations
             .revoke(&claims.jti, claims.exp, now)
             .await?;
-        self.tokens.forget(token);
+        self.tokens.load().forget(token);
         tracing::info!(username = %claims.username, jti = %claims.jti, "logout");
         // `Path=/` so that browsers really drop the cookie set at login (the dashboard omits it).
         let cookie = format!(
@@ -60,7 +61,7 @@ mod tests {
     #[tokio::test]
     async fn logout_revokes_the_token_and_is_idempotent() {
         let auth = auth();
-        let token = auth.tokens.issue("admin", NOW).unwrap().token;
+        let token = auth.tokens.load().issue("admin", NOW).unwrap().token;
         let headers = with_bearer(&token);
         let req = request(&headers, "");
         assert!(auth.authenticate(&headers, NOW).await.is_ok());
@@ -79,7 +80,12 @@ mod tests {
     #[tokio::test]
     async fn an_expired_token_of_ours_still_logs_out() {
         let auth = auth();
-        let token = auth.tokens.issue("admin", NOW - 10_000).unwrap().token;
+        let token = auth
+            .tokens
+            .load()
+            .issue("admin", NOW - 10_000)
+            .unwrap()
+            .token;
         let headers = with_bearer(&token);
         let req = request(&headers, "");
         assert_eq!(auth.logout(&req, NOW).await.unwrap().status, 200);

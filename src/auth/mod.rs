@@ -10,6 +10,8 @@ pub mod request;
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+
 use crate::config::LockoutPolicy;
 use crate::errors::GatewayError;
 use crate::metrics::{Metrics, TokenCheckResult};
@@ -30,8 +32,10 @@ pub const BODY_LIMIT: usize = 64 * 1024;
 
 /// Everything the auth endpoints need, shared by all requests.
 pub struct Auth {
-    pub users: UserDb,
-    pub tokens: TokenService,
+    /// Replaced whole by a reload: a user removed or disabled there is refused at once.
+    pub users: ArcSwap<UserDb>,
+    /// Replaced whole by a reload of the signing keys (its cache of verified tokens with it).
+    pub tokens: ArcSwap<TokenService>,
     pub stores: Stores,
     pub passwords: PasswordChecker,
     pub lockout: Option<LockoutPolicy>,
@@ -121,11 +125,12 @@ impl Auth {
         let token = token
             .filter(|t| !t.is_empty())
             .ok_or(TokenRejection::Missing)?;
-        let claims = self.tokens.verify(token, now)?;
+        let claims = self.tokens.load().verify(token, now)?;
         if self.stores.revocations.is_revoked(&claims.jti, now).await? {
             return Err(TokenRejection::Revoked);
         }
         self.users
+            .load()
             .active(&claims.username)
             .cloned()
             .ok_or(TokenRejection::UnknownUser)

@@ -13,6 +13,8 @@ use crate::metrics::Metrics;
 use crate::respond::LocalResponse;
 use crate::secrets::Secret;
 use crate::state::{BucketRate, StateConfig};
+use arc_swap::ArcSwap;
+
 use crate::tokens::{SigningKey, TokenService};
 use crate::users::{PasswordChecker, PasswordHash, Role, UserDb, UserSpec};
 
@@ -38,19 +40,19 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
         enabled,
     };
     Auth {
-        users: UserDb::new(vec![
+        users: ArcSwap::from_pointee(UserDb::new(vec![
             user("admin", Role::Administrator, true),
             user("viewer", Role::ReadOnly, true),
             user("disabled", Role::Administrator, false),
-        ]),
-        tokens: TokenService::new(
+        ])),
+        tokens: ArcSwap::from_pointee(TokenService::new(
             &[SigningKey {
                 kid: SigningKey::DEFAULT_KID.into(),
                 secret: Secret::new(b"0123456789abcdef0123456789abcdef".to_vec()),
             }],
             "clustergate".into(),
             Duration::from_secs(3600),
-        ),
+        )),
         stores: StateConfig::Memory.build().unwrap(),
         passwords: PasswordChecker::new(1, 8).unwrap(),
         lockout: Some(LockoutPolicy {

@@ -93,7 +93,7 @@ impl Attempt {
     /// is left but an active one was tried (it closed the connection, and the retry found
     /// no other), the answer is that backend's failure, 502; 503 only when none is active.
     pub fn pick(&mut self, upstreams: &Upstreams) -> Result<Arc<Backend>, GatewayError> {
-        let backend = upstreams.pick(self.tried).cloned().ok_or_else(|| {
+        let backend = upstreams.pick(self.tried).ok_or_else(|| {
             match self.tried != Tried::default() && upstreams.any_active() {
                 true => GatewayError::backend_closed(),
                 false => GatewayError::no_active_backend(),

@@ -58,7 +58,7 @@ pub struct HealthChecker {
 impl HealthChecker {
     pub async fn check_all(&self) {
         let mut probes = tokio::task::JoinSet::new();
-        for backend in self.upstreams.backends() {
+        for backend in self.upstreams.backends().iter() {
             let upstreams = self.upstreams.clone();
             let backend = backend.clone();
             let timeout = self.upstreams.timeouts.health_probe;
@@ -74,7 +74,7 @@ impl HealthChecker {
         }
         if let Some(active) = self.upstreams.active() {
             let now = crate::state::unix_now();
-            if let Err(e) = self.account.token(&self.upstreams, active, now).await {
+            if let Err(e) = self.account.token(&self.upstreams, &active, now).await {
                 tracing::debug!(error = %e, "service account token not renewed in the background");
             }
         }

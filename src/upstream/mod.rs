@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
+
 use pingora::http::RequestHeader;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::WrappedX509;
@@ -83,7 +85,8 @@ pub enum UpstreamError {
 
 /// The backends, how to connect to them, and which one serves.
 pub struct Upstreams {
-    backends: Vec<Arc<Backend>>,
+    /// Replaced whole when a reload changes `upstream.servers`.
+    backends: ArcSwap<Vec<Arc<Backend>>>,
     ca: Option<Arc<[WrappedX509]>>,
     insecure: bool,
     pub timeouts: Timeouts,
@@ -92,23 +95,37 @@ pub struct Upstreams {
     pub client: Client,
 }
 
+/// `servers` as backends, in order; one that is in `known` keeps its state.
+fn resolve(
+    servers: &[BackendUrl],
+    known: &[Arc<Backend>],
+) -> Result<Vec<Arc<Backend>>, UpstreamError> {
+    let mut backends = Vec::with_capacity(servers.len());
+    for (index, url) in servers.iter().enumerate() {
+        let base = url.base();
+        let addr = (url.host.as_str(), url.port)
+            .to_socket_addrs()
+            .map_err(|e| UpstreamError::Resolve(base.clone(), e.to_string()))?
+            .next()
+            .ok_or_else(|| UpstreamError::Resolve(base.clone(), "no address".into()))?;
+        let state = known
+            .iter()
+            .find(|b| b.base == base && b.addr == addr)
+            .map_or(BackendState::Unknown, |b| b.state());
+        backends.push(Arc::new(Backend {
+            index,
+            base,
+            url: url.clone(),
+            addr,
+            state: AtomicU8::new(state as u8),
+        }));
+    }
+    Ok(backends)
+}
+
 impl Upstreams {
     pub fn new(config: &UpstreamConfig) -> Result<Upstreams, UpstreamError> {
-        let mut backends = Vec::with_capacity(config.servers.len());
-        for (index, url) in config.servers.iter().enumerate() {
-            let addr = (url.host.as_str(), url.port)
-                .to_socket_addrs()
-                .map_err(|e| UpstreamError::Resolve(url.base(), e.to_string()))?
-                .next()
-                .ok_or_else(|| UpstreamError::Resolve(url.base(), "no address".into()))?;
-            backends.push(Arc::new(Backend {
-                index,
-                base: url.base(),
-                url: url.clone(),
-                addr,
-                state: AtomicU8::new(BackendState::Unknown as u8),
-            }));
-        }
+        let backends = ArcSwap::from_pointee(resolve(&config.servers, &[])?);
         let ca = match &config.trust {
             UpstreamTrust::CaFile { certificates, .. } => Some(
                 certificates
@@ -132,7 +149,7 @@ impl Upstreams {
     /// No backends (no `[upstream]`): nothing is forwarded, and nothing is waited for.
     pub fn none() -> Upstreams {
         Upstreams {
-            backends: Vec::new(),
+            backends: ArcSwap::from_pointee(Vec::new()),
             ca: None,
             insecure: false,
             // Never used: nothing is forwarded without backends.
@@ -143,32 +160,50 @@ impl Upstreams {
         }
     }
 
-    pub fn backends(&self) -> &[Arc<Backend>] {
-        &self.backends
+    /// The backends now (a reload may replace them; a request keeps those it had).
+    pub fn backends(&self) -> Arc<Vec<Arc<Backend>>> {
+        self.backends.load_full()
+    }
+
+    /// `servers` as backends to replace these with (a reload). A server that stays keeps
+    /// its known state, so that the active manager serves on without waiting for a health
+    /// check; the new ones are checked at the next round.
+    pub fn resolve_servers(
+        &self,
+        servers: &[BackendUrl],
+    ) -> Result<Vec<Arc<Backend>>, UpstreamError> {
+        resolve(servers, &self.backends.load())
+    }
+
+    pub fn replace_backends(&self, backends: Vec<Arc<Backend>>) {
+        self.backends.store(Arc::new(backends));
     }
 
     /// The active backend a request has not tried yet.
-    pub fn pick(&self, tried: Tried) -> Option<&Arc<Backend>> {
+    pub fn pick(&self, tried: Tried) -> Option<Arc<Backend>> {
         self.backends
+            .load()
             .iter()
             .filter(|b| !tried.contains(b.index))
             .find(|b| b.state() == BackendState::Active)
+            .cloned()
     }
 
     /// The backend known to be the active manager.
-    pub fn active(&self) -> Option<&Arc<Backend>> {
+    pub fn active(&self) -> Option<Arc<Backend>> {
         self.pick(Tried::default())
     }
 
     /// Whether the gateway can serve what it forwards: some backend is known to be the
     /// active manager, or none is configured (then only the auth endpoints are served).
     pub fn serving(&self) -> bool {
-        self.backends.is_empty() || self.any_active()
+        self.backends.load().is_empty() || self.any_active()
     }
 
     /// Whether some backend is known to be the active manager.
     pub fn any_active(&self) -> bool {
         self.backends
+            .load()
             .iter()
             .any(|b| b.state() == BackendState::Active)
     }
@@ -220,7 +255,7 @@ impl Upstreams {
     /// `count` backends on unused local ports, none checked yet.
     pub fn for_tests(count: u16) -> Upstreams {
         let mut upstreams = Upstreams::none();
-        upstreams.backends = (0..count)
+        let backends = (0..count)
             .map(|i| {
                 let url = BackendUrl {
                     tls: false,
@@ -236,6 +271,7 @@ impl Upstreams {
                 })
             })
             .collect();
+        upstreams.backends = ArcSwap::from_pointee(backends);
         upstreams
     }
 }

@@ -77,6 +77,24 @@ impl Gateway {
         self.users_file = UsersFile::Absent;
         self
     }
+    pub fn without_user(mut self, name: &str) -> Self {
+        self.users.retain(|u| u.name != name);
+        self
+    }
+
+    /// Replaces the extra lines of `section` that set `key` with `line`.
+    pub fn set_toml(mut self, section: &str, key: &str, line: &str) -> Self {
+        self.extra
+            .retain(|(s, l)| !(s == section && l.trim_start().starts_with(key)));
+        self.extra_toml(section, line)
+    }
+
+    /// Writes the users file from the users again (after `raw_users_file`).
+    pub fn listed_users(mut self) -> Self {
+        self.users_file = UsersFile::Users;
+        self
+    }
+
     pub fn raw_users_file(mut self, text: &str) -> Self {
         self.users_file = UsersFile::Raw(text.into());
         self
@@ -322,4 +340,19 @@ impl Gateway {
         gw.launch();
         gw
     }
+}
+
+/// A CA and a leaf for 127.0.0.1 made with rcgen: (ca pem, leaf chain pem, leaf key pem).
+pub fn operator_certificate() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf_params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    let leaf = leaf_params
+        .signed_by(&leaf_key, &Issuer::new(ca_params, ca_key))
+        .unwrap();
+    (ca.pem(), leaf.pem(), leaf_key.serialize_pem())
 }

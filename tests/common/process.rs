@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{client_builder, free_port, try_raw_http, Gateway, BIN};
+use super::{client_builder, free_port, metric_sum, try_raw_http, Gateway, BIN};
 
 pub(super) const READY_DEADLINE: Duration = Duration::from_secs(30);
 const STOP_DEADLINE: Duration = Duration::from_secs(10);
@@ -76,6 +76,32 @@ impl RunningGateway {
             .stderr(stderr)
             .spawn()
             .expect("spawn clustergate")
+    }
+
+    /// Changes the spec, writes the files again and sends SIGHUP; returns whether the
+    /// reload succeeded (`clustergate_config_reloads_total`), once the gateway counted it.
+    pub async fn reload(&mut self, change: impl FnOnce(&mut Gateway)) -> bool {
+        let reloads = |text: &str, result: &str| {
+            metric_sum(
+                text,
+                "clustergate_config_reloads_total",
+                &[("result", result)],
+            )
+        };
+        let before = self.metrics().await;
+        let (ok, failed) = (reloads(&before, "success"), reloads(&before, "failure"));
+        change(&mut self.spec);
+        self.spec
+            .write_files(self.dir.path(), self.addr.port(), self.metrics_addr.port());
+        let status = Command::new("kill")
+            .args(["-HUP", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -HUP failed");
+        let after = self
+            .metrics_until(|text| reloads(text, "success") + reloads(text, "failure") > ok + failed)
+            .await;
+        reloads(&after, "success") > ok
     }
 
     /// The graceful upgrade as an operator runs it: a new process with `--upgrade` on the
@@ -159,6 +185,12 @@ impl RunningGateway {
     pub fn ca_cert(&self) -> reqwest::Certificate {
         let pem = fs::read(self.state_dir().join("tls/ca.pem")).expect("state_dir/tls/ca.pem");
         reqwest::Certificate::from_pem(&pem).unwrap()
+    }
+
+    /// Sends this gateway's requests with `client` from now on (e.g. one that trusts an
+    /// operator's CA).
+    pub fn use_client(&mut self, client: reqwest::Client) {
+        self.client = client;
     }
 
     pub fn client(&self) -> &reqwest::Client {

@@ -1,0 +1,293 @@
+//! Reloading the configuration on SIGHUP (`systemctl reload`), without a restart: the users
+//! file, the TLS certificate and key, the signing keys, the scope table and `access.*`, and
+//! `upstream.servers` are read again.
+//!
+//! Everything is validated first, by the same `config::load` as `check-config`, and every
+//! new part is built before any is installed: a bad file keeps the whole running
+//! configuration. Each part is installed by one atomic swap that requests read on their
+//! way (`ArcSwap`), so requests in flight finish with what they started with. A user
+//! removed or disabled by the reload is refused at once: every token check looks the user
+//! up. Settings the running process cannot change (its listeners, threads, state store,
+//! ...) are named in the log as "needs a restart".
+
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::access::{AccessTable, Admission};
+use crate::auth::Auth;
+use crate::config::{self, Config, ConfigErrors, TlsMode};
+use crate::metrics::Metrics;
+use crate::tls::ServingCert;
+use crate::tokens::TokenService;
+use crate::upstream::{Backend, UpstreamError, Upstreams};
+use crate::users::UserDb;
+
+/// What the request path reads that a reload replaces.
+pub struct Live {
+    pub auth: Arc<Auth>,
+    pub admission: Arc<ArcSwap<Admission>>,
+    pub upstreams: Arc<Upstreams>,
+    /// `None` without TLS, or with a generated certificate (nothing to read again).
+    pub certificate: Option<Arc<ServingCert>>,
+}
+
+/// Why a reload kept the running configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("{0}")]
+    Invalid(ConfigErrors),
+    #[error("cannot create the initial admin: {0}")]
+    Users(String),
+    #[error("signing keys: {0}")]
+    Keys(String),
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    #[error("a previous reload stopped midway; restart the gateway")]
+    Poisoned,
+}
+
+/// Reloads on SIGHUP; a pingora background service.
+pub struct Reloader {
+    live: Live,
+    metrics: Arc<Metrics>,
+    /// The configuration running now: what a reload is compared with.
+    running: Mutex<Config>,
+    /// The gateway's dashboard account, which the admission table protects.
+    account_name: Option<String>,
+}
+
+/// Every new part, built before any is installed.
+struct Prepared {
+    users: UserDb,
+    tokens: TokenService,
+    admission: Admission,
+    backends: Option<Vec<Arc<Backend>>>,
+    certificate: Option<Arc<pingora::tls::sign::CertifiedKey>>,
+}
+
+impl Reloader {
+    pub fn new(
+        live: Live,
+        metrics: Arc<Metrics>,
+        running: Config,
+        account_name: Option<String>,
+    ) -> Reloader {
+        Reloader {
+            live,
+            metrics,
+            running: Mutex::new(running),
+            account_name,
+        }
+    }
+
+    /// Reads the configuration again and installs it, or keeps the running one.
+    pub fn reload(&self) -> Result<(), ReloadError> {
+        // Only this service reloads; a poisoned lock means a reload panicked.
+        let mut running = self.running.lock().map_err(|_| ReloadError::Poisoned)?;
+        let new = config::load(&running.source).map_err(ReloadError::Invalid)?;
+        let prepared = self.prepare(&running, &new)?;
+        for key in needs_restart(&running, &new) {
+            tracing::warn!(
+                key,
+                "changed in the configuration file, but needs a restart"
+            );
+        }
+        self.install(prepared);
+        *running = new;
+        Ok(())
+    }
+
+    fn prepare(&self, running: &Config, new: &Config) -> Result<Prepared, ReloadError> {
+        let state_dir = &running.server.state_dir;
+        let users = crate::server::user_db(new.users.clone(), state_dir)
+            .map_err(|e| ReloadError::Users(e.to_string()))?;
+        let keys = crate::server::signing_keys(&new.auth, state_dir)
+            .map_err(|e| ReloadError::Keys(e.to_string()))?;
+        let tokens = TokenService::new(&keys, new.auth.issuer.clone(), new.auth.token_ttl);
+        let admission = Admission::new(
+            AccessTable::new(&new.access.operations),
+            self.live.auth.clone(),
+            running.api.vendor.clone(),
+            self.account_name.as_deref(),
+        );
+        let servers = |c: &Config| c.upstream.as_ref().map(|u| u.servers.clone());
+        let backends = match (servers(running), servers(new)) {
+            (Some(old), Some(new)) if old != new => {
+                Some(self.live.upstreams.resolve_servers(&new)?)
+            }
+            _ => None,
+        };
+        let certificate = match (&self.live.certificate, &new.server.tls) {
+            (Some(_), TlsMode::Files { certified, .. }) => Some(certified.clone()),
+            _ => None,
+        };
+        Ok(Prepared {
+            users,
+            tokens,
+            admission,
+            backends,
+            certificate,
+        })
+    }
+
+    fn install(&self, prepared: Prepared) {
+        let live = &self.live;
+        live.auth.users.store(Arc::new(prepared.users));
+        live.auth.tokens.store(Arc::new(prepared.tokens));
+        live.admission.store(Arc::new(prepared.admission));
+        if let Some(backends) = prepared.backends {
+            let before = live.upstreams.backends();
+            live.upstreams.replace_backends(backends);
+            let after = live.upstreams.backends();
+            for gone in before
+                .iter()
+                .filter(|b| !after.iter().any(|a| a.base == b.base))
+            {
+                self.metrics.forget_upstream(&gone.base);
+            }
+            for backend in after.iter() {
+                tracing::info!(server = %backend.base, state = ?backend.state(), "dashboard backend");
+            }
+        }
+        if let (Some(serving), Some(certified)) = (&live.certificate, prepared.certificate) {
+            serving.replace(certified);
+        }
+    }
+}
+
+/// The settings of `running` that `new` changes but a running process cannot take.
+fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
+    let (a, b) = (running, new);
+    let tls_on = |c: &Config| !matches!(c.server.tls, TlsMode::Off);
+    let upstream = |c: &Config| {
+        c.upstream.as_ref().map(|u| {
+            (
+                u.health_path.clone(),
+                u.health_interval,
+                u.username.clone(),
+                u.password.expose().to_vec(),
+                u.trust.clone(),
+                u.docs_path.clone(),
+                u.docs_refresh,
+                u.timeouts,
+                u.max_body_bytes,
+            )
+        })
+    };
+    [
+        ("server.listen", a.server.listen != b.server.listen),
+        ("server.threads", a.server.threads != b.server.threads),
+        ("server.tls", tls_on(a) != tls_on(b)),
+        ("server.state_dir", a.server.state_dir != b.server.state_dir),
+        (
+            "server.shutdown_grace_seconds",
+            a.server.shutdown_grace != b.server.shutdown_grace,
+        ),
+        ("server.drain_seconds", a.server.drain != b.server.drain),
+        (
+            "server.public_url",
+            a.server.public_url != b.server.public_url,
+        ),
+        (
+            "server (client limits)",
+            a.server.clients != b.server.clients,
+        ),
+        (
+            "server.trusted_proxies",
+            a.server.trusted_proxies != b.server.trusted_proxies,
+        ),
+        ("metrics.listen", a.metrics.listen != b.metrics.listen),
+        ("api.vendor", a.api.vendor != b.api.vendor),
+        ("auth.lockout_*", a.auth.lockout != b.auth.lockout),
+        (
+            "auth.max_failed_logins_per_ip_per_minute",
+            a.auth.failed_logins_per_client != b.auth.failed_logins_per_client,
+        ),
+        (
+            "auth.max_concurrent_hashes, auth.max_queued_logins",
+            (a.auth.max_concurrent_hashes, a.auth.max_queued_logins)
+                != (b.auth.max_concurrent_hashes, b.auth.max_queued_logins),
+        ),
+        ("upstream (other than servers)", upstream(a) != upstream(b)),
+        (
+            "state",
+            format!("{:?}", a.state) != format!("{:?}", b.state),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(key, changed)| changed.then_some(key))
+    .collect()
+}
+
+#[async_trait]
+impl BackgroundService for Reloader {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let mut hangups = match signal(SignalKind::hangup()) {
+            Ok(hangups) => hangups,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot handle SIGHUP: reloading is off");
+                return;
+            }
+        };
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                got = hangups.recv() => {
+                    if got.is_none() {
+                        return;
+                    }
+                    self.on_hangup();
+                }
+            }
+        }
+    }
+}
+
+impl Reloader {
+    fn on_hangup(&self) {
+        tracing::info!("SIGHUP: reloading the configuration");
+        match self.reload() {
+            Ok(()) => {
+                self.metrics.config_reloaded(true);
+                tracing::info!("configuration reloaded");
+            }
+            Err(ReloadError::Invalid(errors)) => {
+                self.metrics.config_reloaded(false);
+                for problem in &errors.0 {
+                    tracing::error!(%problem, "reload refused; the running configuration stays");
+                }
+            }
+            Err(e) => {
+                self.metrics.config_reloaded(false);
+                tracing::error!(error = %e, "reload refused; the running configuration stays");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &std::path::Path, server: &str) -> Config {
+        let text = format!("[server]\ntls = false\n{server}\n");
+        Config::from_toml_str(&text, &dir.join("c.toml"), dir).unwrap()
+    }
+
+    #[test]
+    fn only_settings_a_running_process_cannot_take_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let running = config(dir.path(), "listen = \"127.0.0.1:1\"\nthreads = 2");
+        assert!(needs_restart(&running, &running.clone()).is_empty());
+        let moved = config(dir.path(), "listen = \"127.0.0.1:2\"\nthreads = 3");
+        assert_eq!(
+            needs_restart(&running, &moved),
+            ["server.listen", "server.threads"]
+        );
+    }
+}

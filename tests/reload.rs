@@ -1,0 +1,220 @@
+//! Reloading on SIGHUP: users, signing keys, the TLS certificate and the upstream servers
+//! change without a restart; a bad file keeps the running configuration; settings that
+//! cannot change live are named; requests in flight are not disturbed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+
+/// Token checks in a loop until `stop`: the statuses that were not 200.
+fn checks_until(
+    gw: &RunningGateway,
+    token: String,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<(usize, Vec<u16>)> {
+    let client = gw.build_client(false);
+    let url = gw.url("/api/auth/check");
+    tokio::spawn(async move {
+        let (mut sent, mut refused) = (0, Vec::new());
+        while !stop.load(Ordering::Relaxed) && sent < 20_000 {
+            let reply = client
+                .post(&url)
+                .header("Accept", V1)
+                .json(&serde_json::json!({ "token": token }))
+                .send()
+                .await;
+            sent += 1;
+            match reply {
+                Ok(r) if r.status() == 200 => {
+                    let body = r.text().await.unwrap_or_default();
+                    if !body.contains("\"username\"") {
+                        refused.push(200);
+                    }
+                }
+                Ok(r) => refused.push(r.status().as_u16()),
+                Err(_) => refused.push(0),
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        (sent, refused)
+    })
+}
+
+#[tokio::test]
+async fn users_change_at_once_a_bad_file_keeps_the_running_configuration_and_restart_settings_are_named(
+) {
+    let mut gw = Gateway::with_admin_and_viewer().tls(false).start();
+    let admin = gw.login(ADMIN, ADMIN_PW).await;
+    let viewer = gw.login(VIEWER, VIEWER_PW).await;
+    assert_eq!(gw.try_login(POOLMGR, POOLMGR_PW).await.status, 400);
+    let stop = Arc::new(AtomicBool::new(false));
+    let in_flight = checks_until(&gw, admin.clone(), stop.clone());
+
+    // A user added and one removed: the removed one's token is refused at once.
+    assert!(
+        gw.reload(|g| *g = g.clone().user(User::poolmgr()).without_user(VIEWER))
+            .await,
+        "{}",
+        gw.logs()
+    );
+    assert_eq!(gw.try_login(POOLMGR, POOLMGR_PW).await.status, 201);
+    assert!(!valid(&gw, &viewer).await, "a removed user's token");
+
+    // A users file that is not TOML: refused, named, and the running users stay.
+    assert!(
+        !gw.reload(|g| *g = g.clone().raw_users_file("[[users]\n"))
+            .await
+    );
+    assert!(gw.logs().contains("users.toml: line 1"), "{}", gw.logs());
+    assert_eq!(gw.try_login(POOLMGR, POOLMGR_PW).await.status, 201);
+
+    // Back to a good file, with a setting that needs a restart.
+    assert!(
+        gw.reload(|g| {
+            *g = g
+                .clone()
+                .listed_users()
+                .set_toml("server", "threads", "threads = 3")
+        })
+        .await
+    );
+    let logs = gw.logs();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("needs a restart") && l.contains("server.threads")),
+        "{logs}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    let (sent, refused) = in_flight.await.unwrap();
+    assert!(sent > 10, "{sent}");
+    assert!(refused.is_empty(), "checks during reloads: {refused:?}");
+    let metrics = gw.metrics().await;
+    let reloads = |result| {
+        metric_sum(
+            &metrics,
+            "clustergate_config_reloads_total",
+            &[("result", result)],
+        )
+    };
+    assert_eq!((reloads("success"), reloads("failure")), (2.0, 1.0));
+}
+
+/// Whether the token check accepts `token` (it answers 200 either way, with the user or
+/// the login page).
+async fn valid(gw: &RunningGateway, token: &str) -> bool {
+    let reply = gw.check(token).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    reply.json().get("username").is_some()
+}
+
+fn trusting(ca: &str) -> reqwest::Client {
+    client_builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn signing_keys_rotate_and_the_certificate_is_replaced_on_reload() {
+    let (ca1, chain1, key1) = operator_certificate();
+    let (ca2, chain2, key2) = operator_certificate();
+    let secret = |c: char| c.to_string().repeat(40);
+    let keys = |list: &str| format!("signing_keys = [{list}]");
+    let k1 = r#"{ kid = "k1", secret_file = "k1.secret" }"#;
+    let k2 = r#"{ kid = "k2", secret_file = "k2.secret" }"#;
+    let mut gw = Gateway::new()
+        .user(User::admin())
+        .tls(true)
+        .file("certs/server.pem", &chain1)
+        .file("certs/server.key", &key1)
+        .file("k1.secret", &secret('a'))
+        .file("k2.secret", &secret('b'))
+        .extra_toml("server", "cert_file = \"certs/server.pem\"")
+        .extra_toml("server", "key_file = \"certs/server.key\"")
+        .extra_toml("auth", &keys(k1))
+        .start();
+    let (old_ca, new_ca) = (trusting(&ca1), trusting(&ca2));
+    gw.use_client(trusting(&ca1));
+    let url = gw.url("/api/auth/check");
+    assert!(old_ca.post(&url).send().await.is_ok());
+    assert!(new_ca.post(&url).send().await.is_err());
+    let token1 = gw.login(ADMIN, ADMIN_PW).await;
+
+    // A new certificate, and a new key that signs first while the old one still verifies.
+    assert!(
+        gw.reload(|g| {
+            *g = g
+                .clone()
+                .file("certs/server.pem", &chain2)
+                .file("certs/server.key", &key2)
+                .set_toml("auth", "signing_keys", &keys(&format!("{k2}, {k1}")))
+        })
+        .await,
+        "{}",
+        gw.logs()
+    );
+    let fresh = |ca: &str| {
+        client_builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap()
+    };
+    assert!(
+        fresh(&ca2).post(&url).send().await.is_ok(),
+        "new handshakes get the new certificate"
+    );
+    assert!(fresh(&ca1).post(&url).send().await.is_err());
+    gw.use_client(trusting(&ca2));
+    let token2 = gw.login(ADMIN, ADMIN_PW).await;
+    assert_eq!(jwt_header(&token2)["kid"], "k2");
+    assert!(valid(&gw, &token1).await, "k1 still verifies");
+
+    // The old key taken off the list takes its tokens with it.
+    assert!(
+        gw.reload(|g| *g = g.clone().set_toml("auth", "signing_keys", &keys(k2)))
+            .await
+    );
+    assert!(
+        !valid(&gw, &token1).await,
+        "k1's token after k1 was removed"
+    );
+    assert!(valid(&gw, &token2).await);
+}
+
+#[tokio::test]
+async fn upstream_servers_change_on_reload() {
+    let dash = Dashboard::shared();
+    let nowhere = format!("http://127.0.0.1:{}", free_port());
+    let mut gw = Gateway::with_admin_and_viewer()
+        .tls(false)
+        .upstream_via(dash, vec![nowhere.clone()])
+        .no_wait_active()
+        .start();
+    let token = gw.login(ADMIN, ADMIN_PW).await;
+    assert_eq!(
+        gw.api_get("/api/health/minimal", Some(&token)).await.status,
+        503
+    );
+
+    assert!(
+        gw.reload(|g| *g = g.clone().upstream(dash)).await,
+        "{}",
+        gw.logs()
+    );
+    gw.wait_readyz(200);
+    let reply = gw.api_get("/api/health/minimal", Some(&token)).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let metrics = gw.metrics().await;
+    assert!(
+        !metrics.contains(&format!("server=\"{nowhere}\"")),
+        "a removed server's series go"
+    );
+}
