@@ -41,6 +41,7 @@ pub mod server;
 mod state;
 mod tls;
 mod tokens;
+mod upgrade;
 mod upstream;
 pub mod users;
 mod versioning;

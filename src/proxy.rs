@@ -323,6 +323,12 @@ impl Gateway {
     ) -> Result<Next, GatewayError> {
         let path = paths::normalize(session.req_header().uri.path())?;
         ctx.route = Route::classify(&path);
+        let needs_backends = matches!(ctx.route, Route::TokenCheck | Route::Api | Route::Other);
+        if needs_backends && !self.upstreams.checked() {
+            // Boxed: rare (a fresh process), and this future is moved on every request.
+            let limit = self.upstreams.timeouts.health_probe;
+            Box::pin(self.upstreams.first_check(limit)).await;
+        }
         match ctx.route {
             Route::Login | Route::TokenCheck | Route::Logout => {
                 self.answer_auth(session, ctx.route).await.map(Next::Answer)

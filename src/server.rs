@@ -35,6 +35,7 @@ use crate::secrets::{self, SecretError};
 use crate::state::{StateError, Stores};
 use crate::tls::{self, ServingCert, TlsError};
 use crate::tokens::{SigningKey, TokenService};
+use crate::upgrade::{self, Invocation, SelfUpgrade};
 use crate::upstream::credentials::ServiceAccount;
 use crate::upstream::health::HealthChecker;
 use crate::upstream::{UpstreamError, Upstreams};
@@ -86,10 +87,19 @@ pub struct Start {
     pub upgrade: bool,
 }
 
+/// The running gateway's pid, in `state_dir`.
+const PID_FILE: &str = "clustergate.pid";
+
 /// Runs the gateway until a signal stops it (after draining, on SIGTERM); returns an error
 /// only when it cannot start.
 pub fn run(config: Config, start: Start) -> Result<(), StartError> {
+    let pid_file = config.server.state_dir.join(PID_FILE);
     let (server, shutdown) = build(config, start)?;
+    // Where operators (and an upgrade's successor, which rewrites it) find the process.
+    if let Err(e) = std::fs::write(&pid_file, format!("{}\n", std::process::id())) {
+        tracing::warn!(file = %pid_file.display(), error = %e, "cannot write the pid file");
+    }
+    upgrade::notify_ready();
     server.run(RunArgs {
         shutdown_signal: Box::new(shutdown),
     });
@@ -222,6 +232,15 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
         server.add_service(background_service("dashboard health checks", health));
     }
     server.add_service(background_service("configuration reload", reloader));
+    match Invocation::current() {
+        Some(invocation) => {
+            server.add_service(background_service(
+                "self-upgrade",
+                SelfUpgrade { invocation },
+            ));
+        }
+        None => tracing::warn!("cannot find this binary's path: SIGUSR2 self-upgrade is off"),
+    }
     if let Some(feed) = stores.feed {
         server.add_service(background_service("revocation feed", feed));
     }
@@ -239,7 +258,7 @@ fn server_conf(server: &ServerConfig) -> ServerConf {
         threads: server.threads,
         grace_period_seconds: Some(grace),
         graceful_shutdown_timeout_seconds: Some(grace),
-        pid_file: in_state_dir("clustergate.pid"),
+        pid_file: in_state_dir(PID_FILE),
         upgrade_sock: in_state_dir("upgrade.sock"),
         ..ServerConf::default()
     }

@@ -60,12 +60,34 @@ async fn client_load(
     tally
 }
 
-async fn upgrade_under_load(tls: bool) {
+/// How the binary is replaced.
+#[derive(Clone, Copy, Debug)]
+enum Upgrade {
+    /// `run --upgrade`, then SIGQUIT to the running process.
+    ByHand,
+    /// SIGUSR2: the gateway starts its successor itself (the systemd recipe).
+    SelfStarted,
+}
+
+async fn upgrade_under_load(tls: bool, how: Upgrade) {
     let dash = Dashboard::shared();
+    let notify_dir = tempfile::tempdir().unwrap();
+    let notify_path = notify_dir.path().join("notify");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let mut gw = Gateway::with_admin_and_viewer()
         .tls(tls)
         .upstream(dash)
+        .env("NOTIFY_SOCKET", notify_path.to_str().unwrap())
         .start();
+    let ready = |notify: &std::os::unix::net::UnixDatagram| {
+        let mut buf = [0u8; 256];
+        let n = notify.recv(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert_eq!(ready(&notify), format!("READY=1\nMAINPID={}\n", gw.pid()));
     let token = gw.login(ADMIN, ADMIN_PW).await;
     let base = gw.url("");
     let fresh_connections = {
@@ -95,9 +117,17 @@ async fn upgrade_under_load(tls: bool) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let old_pid = gw.pid();
     let started = Instant::now();
-    tokio::task::block_in_place(|| gw.upgrade_in_place());
+    let new_pid = tokio::task::block_in_place(|| match how {
+        Upgrade::ByHand => {
+            gw.upgrade_in_place();
+            gw.pid()
+        }
+        Upgrade::SelfStarted => gw.self_upgrade(),
+    });
     let upgrade_took = started.elapsed();
-    assert_ne!(gw.pid(), old_pid);
+    assert_ne!(new_pid, old_pid);
+    // The successor tells systemd it is the service's main process now.
+    assert_eq!(ready(&notify), format!("READY=1\nMAINPID={new_pid}\n"));
     // Load goes on against the new process alone for a while.
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);
@@ -115,7 +145,7 @@ async fn upgrade_under_load(tls: bool) {
         failures.extend(tally.failures.into_iter().map(|f| format!("{name}: {f}")));
     }
     eprintln!(
-        "upgrade (tls: {tls}) took {upgrade_took:?}; {sent} requests, {} failed",
+        "upgrade {how:?} (tls: {tls}) took {upgrade_took:?}; {sent} requests, {} failed",
         failures.len()
     );
     assert!(sent > 300, "too little load to tell: {sent} requests");
@@ -132,10 +162,15 @@ async fn upgrade_under_load(tls: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgrade_over_plain_http_fails_no_request() {
-    upgrade_under_load(false).await;
+    upgrade_under_load(false, Upgrade::ByHand).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_self_upgrade_on_sigusr2_fails_no_request_and_tells_systemd_its_new_main_pid() {
+    upgrade_under_load(false, Upgrade::SelfStarted).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgrade_over_tls_fails_no_request() {
-    upgrade_under_load(true).await;
+    upgrade_under_load(true, Upgrade::ByHand).await;
 }

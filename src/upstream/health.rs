@@ -72,6 +72,7 @@ impl HealthChecker {
                 record(&self.metrics, &backend, state);
             }
         }
+        self.upstreams.mark_checked();
         if let Some(active) = self.upstreams.active() {
             let now = crate::state::unix_now();
             if let Err(e) = self.account.token(&self.upstreams, &active, now).await {

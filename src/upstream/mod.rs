@@ -8,11 +8,12 @@ pub mod credentials;
 pub mod health;
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use tokio::sync::Notify;
 
 use pingora::http::RequestHeader;
 use pingora::upstreams::peer::HttpPeer;
@@ -87,6 +88,11 @@ pub enum UpstreamError {
 pub struct Upstreams {
     /// Replaced whole when a reload changes `upstream.servers`.
     backends: ArcSwap<Vec<Arc<Backend>>>,
+    /// Set once the first health check has run: until then no backend's state is known,
+    /// and requests wait for it rather than hear "no active manager" (a fresh process, as
+    /// an upgrade's successor, gets traffic from its first moment).
+    checked: AtomicBool,
+    first_check: Notify,
     ca: Option<Arc<[WrappedX509]>>,
     insecure: bool,
     pub timeouts: Timeouts,
@@ -126,6 +132,7 @@ fn resolve(
 impl Upstreams {
     pub fn new(config: &UpstreamConfig) -> Result<Upstreams, UpstreamError> {
         let backends = ArcSwap::from_pointee(resolve(&config.servers, &[])?);
+        let (checked, first_check) = (AtomicBool::new(false), Notify::new());
         let ca = match &config.trust {
             UpstreamTrust::CaFile { certificates, .. } => Some(
                 certificates
@@ -137,6 +144,8 @@ impl Upstreams {
         };
         Ok(Upstreams {
             backends,
+            checked,
+            first_check,
             ca,
             insecure: config.trust == UpstreamTrust::InsecureSkipVerify,
             timeouts: config.timeouts,
@@ -150,6 +159,8 @@ impl Upstreams {
     pub fn none() -> Upstreams {
         Upstreams {
             backends: ArcSwap::from_pointee(Vec::new()),
+            checked: AtomicBool::new(true),
+            first_check: Notify::new(),
             ca: None,
             insecure: false,
             // Never used: nothing is forwarded without backends.
@@ -157,6 +168,31 @@ impl Upstreams {
             health_path: String::new(),
             max_body_bytes: 0,
             client: Client::new(),
+        }
+    }
+
+    /// Whether the first health check has run (or there is nothing to check).
+    pub fn checked(&self) -> bool {
+        self.checked.load(Ordering::Acquire)
+    }
+
+    /// Waits (at most `limit`) until the first health check has told the backends apart.
+    pub async fn first_check(&self, limit: Duration) {
+        if self.checked.load(Ordering::Acquire) {
+            return;
+        }
+        let notified = self.first_check.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !self.checked.load(Ordering::Acquire) {
+            let _ = tokio::time::timeout(limit, notified).await;
+        }
+    }
+
+    /// The health checker ran a round: every backend's state is known.
+    pub fn mark_checked(&self) {
+        if !self.checked.swap(true, Ordering::AcqRel) {
+            self.first_check.notify_waiters();
         }
     }
 

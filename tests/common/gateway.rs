@@ -33,6 +33,8 @@ pub struct Gateway {
     pub(super) upstream: Option<UpstreamSpec>,
     /// `server.drain_seconds`: 0 unless a test drains (SIGTERM then stops at once).
     pub(super) drain_seconds: f64,
+    /// Environment variables of the process.
+    pub(super) env: Vec<(String, String)>,
 }
 
 impl Default for Gateway {
@@ -55,6 +57,7 @@ impl Gateway {
             files: Vec::new(),
             upstream: None,
             drain_seconds: 0.0,
+            env: Vec::new(),
         }
     }
     /// Admin (administrator) and viewer (read-only), the dashboard transcripts' two users.
@@ -77,6 +80,11 @@ impl Gateway {
         self.users_file = UsersFile::Absent;
         self
     }
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
     pub fn without_user(mut self, name: &str) -> Self {
         self.users.retain(|u| u.name != name);
         self
@@ -332,6 +340,7 @@ impl Gateway {
             dir,
             spec: self,
             child: None,
+            successor: None,
             addr: "127.0.0.1:1".parse().unwrap(),
             metrics_addr: "127.0.0.1:1".parse().unwrap(),
             client: reqwest::Client::new(),

@@ -17,6 +17,8 @@ pub struct RunningGateway {
     pub(super) dir: tempfile::TempDir,
     pub spec: Gateway,
     pub(super) child: Option<Child>,
+    /// A successor this process started itself (SIGUSR2), killed by pid on drop.
+    pub(super) successor: Option<u32>,
     pub addr: SocketAddr,
     pub metrics_addr: SocketAddr,
     pub(super) client: reqwest::Client,
@@ -70,6 +72,7 @@ impl RunningGateway {
             .args(["run", "--config"])
             .arg(&config)
             .args(extra)
+            .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
             .current_dir(self.dir.path().join("cwd"))
             .stdin(Stdio::null())
             .stdout(stdout)
@@ -102,6 +105,38 @@ impl RunningGateway {
             .metrics_until(|text| reloads(text, "success") + reloads(text, "failure") > ok + failed)
             .await;
         reloads(&after, "success") > ok
+    }
+
+    /// The self-upgrade as systemd runs it: SIGUSR2 to the gateway, which starts its
+    /// successor and hands over. Returns the successor's pid (from the pid file) once the
+    /// old process has exited and the successor answers.
+    pub fn self_upgrade(&mut self) -> u32 {
+        let mut old = self.child.take().expect("gateway running");
+        let status = Command::new("kill")
+            .args(["-USR2", &old.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -USR2 failed");
+        let deadline = Instant::now() + STOP_DEADLINE + Duration::from_secs(10);
+        while old.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the old process still runs after SIGUSR2\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let pid_file = self.state_dir().join("clustergate.pid");
+        let pid: u32 = fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_ne!(pid, old.id(), "the pid file names the successor");
+        self.successor = Some(pid);
+        self.wait_ready()
+            .unwrap_or_else(|why| panic!("{why}\n{}", self.logs()));
+        pid
     }
 
     /// The graceful upgrade as an operator runs it: a new process with `--upgrade` on the
@@ -145,9 +180,12 @@ impl RunningGateway {
     fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + READY_DEADLINE;
         loop {
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                self.child = None;
-                return Err(format!("clustergate exited during start-up ({status})"));
+            // A successor the gateway started itself is not our child to wait for.
+            if let Some(child) = self.child.as_mut() {
+                if let Some(status) = child.try_wait().unwrap() {
+                    self.child = None;
+                    return Err(format!("clustergate exited during start-up ({status})"));
+                }
             }
             let healthy = try_raw_http(
                 self.metrics_addr,
@@ -271,6 +309,11 @@ impl Drop for RunningGateway {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if let Some(pid) = self.successor.take() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
         }
         if std::thread::panicking() {
             eprintln!(
