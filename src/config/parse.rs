@@ -75,11 +75,22 @@ pub(super) fn sections(text: &str, source: &Path, errors: &mut ConfigErrors) -> 
     for key in table.keys() {
         errors.push(
             source,
-            key.as_str(),
+            key_name(key),
             "unknown section or key (sections: server, metrics, api, auth, upstream, access, state)",
         );
     }
     Some(file)
+}
+
+/// A key as a dotted key path writes it: bare, or quoted when it is empty or holds
+/// other characters (so `"a.b"` is not read as a path).
+fn key_name(key: &str) -> String {
+    let bare = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+    if !key.is_empty() && key.bytes().all(bare) {
+        key.to_string()
+    } else {
+        format!("{key:?}")
+    }
 }
 
 /// One section as its struct; `None` when absent or unusable (its problems are reported).
@@ -100,15 +111,14 @@ fn typed_section<T: serde::de::DeserializeOwned>(
                     .strip_prefix("unknown field `")
                     .and_then(|rest| rest.split_once('`'))
                     .map(|(key, _)| key.to_string());
-                let removed = match (&unknown, value.as_table_mut()) {
-                    (Some(key), Some(table)) => table.remove(key).is_some(),
-                    _ => false,
-                };
+                let removed = unknown
+                    .as_deref()
+                    .is_some_and(|key| remove_own_key::<T>(&mut value, key, &message));
                 match unknown {
                     Some(key) if removed => {
                         errors.push(
                             source,
-                            format!("{name}.{key}"),
+                            format!("{name}.{}", key_name(&key)),
                             format!("unknown key; {message}"),
                         );
                     }
@@ -121,4 +131,30 @@ fn typed_section<T: serde::de::DeserializeOwned>(
         }
     }
     None
+}
+
+/// Removes `key` from the section's table when it is the section's own unknown key: a
+/// nested table (`[state.redis]`, `auth.signing_keys`) may hold an unknown key of the
+/// same name as a key of the section, and the complaint (`message`, which lists the
+/// fields its table expects) is then that table's: it stays the same without the key.
+/// `false` (the table unchanged) when the key is not the section's.
+fn remove_own_key<T: serde::de::DeserializeOwned>(
+    value: &mut toml::Value,
+    key: &str,
+    message: &str,
+) -> bool {
+    let Some(removed) = value.as_table_mut().and_then(|table| table.remove(key)) else {
+        return false;
+    };
+    let same_complaint = value
+        .clone()
+        .try_into::<T>()
+        .is_err_and(|e| e.message().trim() == message);
+    if same_complaint {
+        if let Some(table) = value.as_table_mut() {
+            table.insert(key.to_string(), removed);
+        }
+        return false;
+    }
+    true
 }
