@@ -40,3 +40,6 @@ mod tokens;
 mod upstream;
 pub mod users;
 mod versioning;
+
+#[cfg(test)]
+mod fuzz_properties;
