@@ -45,3 +45,6 @@ mod upgrade;
 mod upstream;
 pub mod users;
 mod versioning;
+
+#[cfg(test)]
+mod fuzz_properties;

@@ -13,7 +13,8 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.file.display(), self.key, self.message)
+        let file = escape_controls(self.file.display().to_string());
+        write!(f, "{file}: {}: {}", self.key, self.message)
     }
 }
 
@@ -34,11 +35,13 @@ impl fmt::Display for ConfigErrors {
 }
 
 impl ConfigErrors {
+    /// Control characters (from keys and file names in the file) are escaped, here and in
+    /// the file's name when displayed, so that each problem stays on its own line.
     pub fn push(&mut self, file: &Path, key: impl Into<String>, message: impl Into<String>) {
         self.0.push(ConfigError {
             file: file.to_path_buf(),
-            key: key.into(),
-            message: message.into(),
+            key: escape_controls(key.into()),
+            message: escape_controls(message.into()),
         });
     }
 
@@ -59,6 +62,22 @@ impl ConfigErrors {
         };
         self.push(file, key, err.message().trim().to_string());
     }
+}
+
+/// `text` with its control characters written as escapes (`\n`, `\u{1b}`).
+fn escape_controls(text: String) -> String {
+    if !text.chars().any(char::is_control) {
+        return text;
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The 1-based line holding byte offset `at`.

@@ -75,11 +75,22 @@ pub(super) fn sections(text: &str, source: &Path, errors: &mut ConfigErrors) -> 
     for key in table.keys() {
         errors.push(
             source,
-            key.as_str(),
+            key_name(key),
             "unknown section or key (sections: server, metrics, api, auth, upstream, access, state)",
         );
     }
     Some(file)
+}
+
+/// A key as a dotted key path writes it: bare, or quoted when it is empty or holds
+/// other characters (so `"a.b"` is not read as a path).
+fn key_name(key: &str) -> String {
+    let bare = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+    if !key.is_empty() && key.bytes().all(bare) {
+        key.to_string()
+    } else {
+        format!("{key:?}")
+    }
 }
 
 /// One section as its struct; `None` when absent or unusable (its problems are reported).
@@ -95,37 +106,67 @@ fn typed_section<T: serde::de::DeserializeOwned>(
         match serde_path_to_error::deserialize::<_, T>(value.clone()) {
             Ok(parsed) => return Some(parsed),
             Err(e) => {
-                // The path of the value that failed, e.g. `token_ttl_seconds` or
-                // `signing_keys[0].kid` ("." when the section itself has the wrong type).
-                let at = e.path().to_string();
-                let message = e.inner().message().trim().to_string();
-                let unknown = message
-                    .strip_prefix("unknown field `")
-                    .and_then(|rest| rest.split_once('`'))
-                    .map(|(key, _)| key.to_string());
-                let removed = match (&unknown, value.as_table_mut()) {
-                    (Some(key), Some(table)) => table.remove(key).is_some(),
-                    _ => false,
+                // Where the value that failed is, e.g. `token_ttl_seconds`, `redis.url` or
+                // `signing_keys[0].kid` (empty when the section itself has the wrong type).
+                let at = key_path(e.path());
+                let key = if at.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{name}.{at}")
                 };
-                match unknown {
-                    Some(key) if removed => {
-                        errors.push(
-                            source,
-                            format!("{name}.{key}"),
-                            format!("unknown key; {message}"),
-                        );
-                    }
-                    _ => {
-                        let key = match at.as_str() {
-                            "." | "" => name.to_string(),
-                            path => format!("{name}.{path}"),
-                        };
-                        errors.push(source, key, message);
-                        return None;
-                    }
+                let message = e.inner().message().trim().to_string();
+                // An unknown key, at any depth, is reported and removed, and the section
+                // read again; any other problem stops the section's reading.
+                if message.starts_with("unknown field `") && remove_at(&mut value, e.path()) {
+                    errors.push(source, key, format!("unknown key; {message}"));
+                    continue;
                 }
+                errors.push(source, key, message);
+                return None;
             }
         }
     }
     None
+}
+
+/// A path in a section as a dotted key path writes it: `redis.url`, `signing_keys[0].kid`.
+fn key_path(path: &serde_path_to_error::Path) -> String {
+    let mut out = String::new();
+    for segment in path.iter() {
+        match segment {
+            serde_path_to_error::Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            serde_path_to_error::Segment::Map { key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(&key_name(key));
+            }
+            serde_path_to_error::Segment::Enum { variant } => out.push_str(&key_name(variant)),
+            serde_path_to_error::Segment::Unknown => {}
+        }
+    }
+    out
+}
+
+/// Removes the key `path` ends with from its table; `false` when the path leads nowhere.
+fn remove_at(value: &mut toml::Value, path: &serde_path_to_error::Path) -> bool {
+    let segments: Vec<_> = path.iter().collect();
+    let Some((serde_path_to_error::Segment::Map { key }, parents)) = segments.split_last() else {
+        return false;
+    };
+    let mut table = value;
+    for segment in parents {
+        let next = match segment {
+            serde_path_to_error::Segment::Map { key } => table.get_mut(key.as_str()),
+            serde_path_to_error::Segment::Seq { index } => table.get_mut(*index),
+            _ => None,
+        };
+        let Some(next) = next else {
+            return false;
+        };
+        table = next;
+    }
+    table
+        .as_table_mut()
+        .is_some_and(|t| t.remove(key.as_str()).is_some())
 }

@@ -238,6 +238,18 @@ fn tls_mode(errors: &mut ConfigErrors, at: &Source<'_>, server: &ServerSection) 
         (None, None) => Some(TlsMode::Generated),
         (Some(cert), Some(key)) => {
             let (cert, key) = (at.resolve(cert), at.resolve(key));
+            // pingora's error names neither file: a file that cannot be read is named
+            // here by its own key.
+            let mut readable = true;
+            for (name, path) in [("server.cert_file", &cert), ("server.key_file", &key)] {
+                if let Err(e) = readable_file(path) {
+                    errors.push(f, name, format!("cannot read {}: {e}", path.display()));
+                    readable = false;
+                }
+            }
+            if !readable {
+                return None;
+            }
             match crate::tls::load_certified_key(&cert, &key) {
                 Ok(certified) => Some(TlsMode::Files {
                     cert,
@@ -258,5 +270,15 @@ fn tls_mode(errors: &mut ConfigErrors, at: &Source<'_>, server: &ServerSection) 
             errors.push(f, "server.cert_file", "must be set together with server.key_file (or remove both to generate a certificate)");
             None
         }
+    }
+}
+
+/// Whether `path` is a file this process can open.
+fn readable_file(path: &std::path::Path) -> std::io::Result<()> {
+    let metadata = std::fs::File::open(path)?.metadata()?;
+    if metadata.is_file() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other("not a file"))
     }
 }

@@ -486,3 +486,64 @@ fn a_trusted_proxy_with_bits_after_its_prefix_is_refused_with_the_fix() {
     assert!(e.mentions("server.trusted_proxies[0]"), "{e}");
     assert!(e.to_string().contains("\"10.0.0.0/8\""), "{e}");
 }
+
+// Found by fuzz_properties::config: a key of a nested table that is also a key of its
+// section was blamed on the section's (valid) key.
+#[test]
+fn an_unknown_key_of_a_nested_table_is_not_blamed_on_its_section() {
+    let e =
+        errors_of("[state]\nbackend = \"redis\"\n[state.redis]\nbackend = 1\nurl = \"redis://x\"");
+    assert!(
+        !e.mentions("state.backend") && e.mentions("state.redis.backend"),
+        "{e}"
+    );
+    let e = errors_of("[auth]\nusers_file = \"users.toml\"\nsigning_keys = [{ kid = \"a\", secret_file = \"k\", users_file = \"x\" }]");
+    assert!(
+        !e.mentions("auth.users_file") && e.mentions("auth.signing_keys[0].users_file"),
+        "{e}"
+    );
+    // Unknown in both: the section's own is still named.
+    let e = errors_of("[state]\nbogus = 1\n[state.redis]\nbogus = 2");
+    assert!(
+        e.mentions("state.bogus") && e.mentions("state.redis.bogus"),
+        "{e}"
+    );
+}
+
+// Found by fuzz_properties::config: an empty key was named "", and "a.b" as a path.
+#[test]
+fn unknown_keys_that_are_not_bare_are_named_quoted() {
+    assert!(errors_of("\"\" = 1").mentions("\"\""));
+    assert!(errors_of("[server]\n\"a.b\" = 1").mentions("server.\"a.b\""));
+}
+
+// Found by fuzz_properties::config: a newline in a key or a file name split a problem
+// over two lines of the report.
+#[test]
+fn every_problem_is_reported_on_one_line() {
+    for text in [
+        "[server]\n\"a\\nb\" = 1",
+        "\"a\\rb\" = 1",
+        "[auth]\nsecret_file = \"a\\nb\"",
+        "[upstream]\nservers = [\"http://127.0.0.1:1\"]\n[access]\nscopes_file = \"a\\nb\"",
+    ] {
+        let e = errors_of(text);
+        assert_eq!(e.to_string().lines().count(), e.0.len(), "{e}");
+    }
+}
+
+// Found by fuzz_properties::config: an unreadable key file was reported as
+// server.cert_file, with pingora's "Certificate in pem file could not be read".
+#[test]
+fn an_unreadable_key_file_is_named_by_its_key() {
+    let d = dir();
+    crate::tls::ensure_generated(d.path()).unwrap();
+    for key_file in ["missing.pem", "", "tls"] {
+        let text = format!("[server]\ncert_file = \"tls/cert.pem\"\nkey_file = {key_file:?}");
+        let e = parse(&text, d.path()).unwrap_err();
+        assert!(
+            e.mentions("server.key_file") && !e.mentions("server.cert_file"),
+            "{e}"
+        );
+    }
+}
