@@ -10,8 +10,9 @@ set -euo pipefail
 want=(cmake gcc make)
 if [[ "${1:-}" == "--test" ]]; then
   # curl for the dashboard harness; Chromium and Node for the browser tests; Redis and
-  # HAProxy for the tests of several gateways.
-  want+=(curl chromium nodejs redis-server haproxy)
+  # HAProxy for the tests of several gateways; Prometheus (and its promtool) for the
+  # deploy kit's scrape config, alert rules and their unit tests.
+  want+=(curl chromium nodejs redis-server haproxy prometheus)
 fi
 
 missing=()
@@ -33,6 +34,14 @@ sudo=()
 if [[ $(id -u) -ne 0 ]]; then
   command -v sudo >/dev/null 2>&1 || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
   sudo=(sudo)
+fi
+# Redis, HAProxy and Prometheus start their system services on install (Prometheus on
+# :9090); the tests run their own instances, so keep the packaged ones from starting.
+policy_rc=""
+if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+  "${sudo[@]}" sh -c 'printf "#!/bin/sh\nexit 101\n" >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d'
+  policy_rc=/usr/sbin/policy-rc.d
+  trap '"${sudo[@]}" rm -f "$policy_rc"' EXIT
 fi
 export DEBIAN_FRONTEND=noninteractive
 if ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then

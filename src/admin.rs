@@ -12,10 +12,12 @@ use pingora::protocols::http::ServerSession;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::state::Stores;
+use crate::upstream::Upstreams;
 
 /// The admin listener's application.
 pub struct AdminApp {
     pub metrics: Arc<Metrics>,
+    pub upstreams: Arc<Upstreams>,
     pub readiness: Arc<Readiness>,
     pub stores: Stores,
 }
@@ -40,6 +42,7 @@ impl Answer {
 impl AdminApp {
     fn metrics(&self) -> Answer {
         self.metrics.observe_state(&self.stores.health);
+        self.metrics.observe_upstreams(&self.upstreams);
         match self.metrics.render() {
             Ok(body) => Answer {
                 status: StatusCode::OK,

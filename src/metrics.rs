@@ -1,5 +1,8 @@
 //! What the gateway measures. The admin listener (`admin`) serves it.
 
+mod deployment;
+mod labels;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +13,11 @@ use prometheus::{
 
 use crate::routes::Route;
 use crate::state::StoreHealth;
+use crate::upstream::{BackendState, Upstreams};
+
+pub use deployment::DeploymentMetrics;
+use labels::{itoa_status, method_label};
+pub use labels::{ConnectionRefusal, LoginResult, TokenCheckResult};
 
 /// The gateway's metrics, registered once at start-up.
 pub struct Metrics {
@@ -20,47 +28,17 @@ pub struct Metrics {
     login_rate_limited: IntCounterVec,
     token_checks: IntCounterVec,
     password_verifications: IntCounter,
+    lockouts: IntCounter,
     upstream_up: IntGaugeVec,
+    upstream_active: IntGaugeVec,
     upstream_requests: IntCounterVec,
     upstream_duration: HistogramVec,
     upstream_logins: IntCounterVec,
     state_up: IntGauge,
     state_errors: IntCounter,
     connections_refused: IntCounterVec,
-    config_reloads: IntCounterVec,
-}
-
-/// Why a client was refused before its request was parsed, as the `reason` label says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConnectionRefusal {
-    HeaderTooLarge,
-    TooManyHeaderLines,
-    HeaderTimeout,
-    TooManyConnections,
-}
-
-/// How a login ended, as the `result` label says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LoginResult {
-    Success,
-    InvalidCredentials,
-    BadRequest,
-    Busy,
-    /// The client's bucket of failed logins was empty.
-    RateLimited,
-    Error,
-}
-
-/// How a token check ended, as the `result` label says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenCheckResult {
-    Valid,
-    Missing,
-    Invalid,
-    Expired,
-    Revoked,
-    UnknownUser,
-    Error,
+    /// Build, certificate and configuration reloads.
+    pub deployment: DeploymentMetrics,
 }
 
 impl Metrics {
@@ -107,10 +85,21 @@ impl Metrics {
             "clustergate_password_verifications_total",
             "Password hashes computed for logins (one per attempt, known user or not)",
         )?;
+        let lockouts = IntCounter::new(
+            "clustergate_lockouts_total",
+            "Usernames locked out after consecutive failed logins",
+        )?;
         let upstream_up = IntGaugeVec::new(
             Opts::new(
                 "clustergate_upstream_up",
-                "1 while the dashboard backend is healthy and the active manager",
+                "1 while the dashboard backend answers its health check (active or standby)",
+            ),
+            &["server"],
+        )?;
+        let upstream_active = IntGaugeVec::new(
+            Opts::new(
+                "clustergate_upstream_active",
+                "1 for the dashboard backend requests are forwarded to (the active manager)",
             ),
             &["server"],
         )?;
@@ -154,18 +143,23 @@ impl Metrics {
             ),
             &["reason"],
         )?;
+        // Every label value exported from the start (at 0), so that `increase()` and the
+        // alert rules see the first event of each kind.
+        for result in LoginResult::ALL {
+            logins.with_label_values(&[result.label()]);
+        }
+        for result in TokenCheckResult::ALL {
+            token_checks.with_label_values(&[result.label()]);
+        }
+        for reason in ConnectionRefusal::ALL {
+            connections_refused.with_label_values(&[reason.label()]);
+        }
         registry.register(Box::new(connections_refused.clone()))?;
-        let config_reloads = IntCounterVec::new(
-            Opts::new(
-                "clustergate_config_reloads_total",
-                "Configuration reloads (SIGHUP), by result",
-            ),
-            &["result"],
-        )?;
-        registry.register(Box::new(config_reloads.clone()))?;
         registry.register(Box::new(state_up.clone()))?;
         registry.register(Box::new(state_errors.clone()))?;
         registry.register(Box::new(upstream_up.clone()))?;
+        registry.register(Box::new(upstream_active.clone()))?;
+        registry.register(Box::new(lockouts.clone()))?;
         registry.register(Box::new(upstream_requests.clone()))?;
         registry.register(Box::new(upstream_duration.clone()))?;
         registry.register(Box::new(upstream_logins.clone()))?;
@@ -183,14 +177,16 @@ impl Metrics {
             login_rate_limited,
             token_checks,
             password_verifications,
+            lockouts,
             upstream_up,
+            upstream_active,
             upstream_requests,
             upstream_duration,
             upstream_logins,
             state_up,
             state_errors,
             connections_refused,
-            config_reloads,
+            deployment: DeploymentMetrics::new(registry)?,
         }))
     }
 
@@ -212,15 +208,7 @@ impl Metrics {
     }
 
     pub fn login(&self, result: LoginResult) {
-        let label = match result {
-            LoginResult::Success => "success",
-            LoginResult::InvalidCredentials => "invalid_credentials",
-            LoginResult::BadRequest => "bad_request",
-            LoginResult::Busy => "busy",
-            LoginResult::RateLimited => "rate_limited",
-            LoginResult::Error => "error",
-        };
-        self.logins.with_label_values(&[label]).inc();
+        self.logins.with_label_values(&[result.label()]).inc();
     }
 
     /// A login refused for its client's failed logins; the label is `ipv4` or `ipv6`.
@@ -230,46 +218,46 @@ impl Metrics {
     }
 
     pub fn token_check(&self, result: TokenCheckResult) {
-        let label = match result {
-            TokenCheckResult::Valid => "valid",
-            TokenCheckResult::Missing => "missing",
-            TokenCheckResult::Invalid => "invalid",
-            TokenCheckResult::Expired => "expired",
-            TokenCheckResult::Revoked => "revoked",
-            TokenCheckResult::UnknownUser => "unknown_user",
-            TokenCheckResult::Error => "error",
-        };
-        self.token_checks.with_label_values(&[label]).inc();
-    }
-
-    pub fn config_reloaded(&self, ok: bool) {
-        let result = if ok { "success" } else { "failure" };
-        self.config_reloads.with_label_values(&[result]).inc();
+        self.token_checks.with_label_values(&[result.label()]).inc();
     }
 
     pub fn connection_refused(&self, reason: ConnectionRefusal) {
-        let label = match reason {
-            ConnectionRefusal::HeaderTooLarge => "header_too_large",
-            ConnectionRefusal::TooManyHeaderLines => "too_many_header_lines",
-            ConnectionRefusal::HeaderTimeout => "header_timeout",
-            ConnectionRefusal::TooManyConnections => "too_many_connections",
-        };
-        self.connections_refused.with_label_values(&[label]).inc();
+        self.connections_refused
+            .with_label_values(&[reason.label()])
+            .inc();
     }
 
     pub fn password_verified(&self) {
         self.password_verifications.inc();
     }
 
-    pub fn upstream_up(&self, server: &str, up: bool) {
-        self.upstream_up
-            .with_label_values(&[server])
-            .set(i64::from(up));
+    /// A username was locked out (once per lock, not per refused attempt).
+    pub fn lockout(&self) {
+        self.lockouts.inc();
     }
 
-    /// A server a reload took off `upstream.servers`: its series go with it.
-    pub fn forget_upstream(&self, server: &str) {
-        let _ = self.upstream_up.remove_label_values(&[server]);
+    /// Reads the backends' states into `clustergate_upstream_up` and
+    /// `clustergate_upstream_active` (at each scrape, so that the series are exactly the
+    /// servers configured now, a reload's included, and the active one is the one
+    /// `Upstreams::active` picks).
+    pub fn observe_upstreams(&self, upstreams: &Upstreams) {
+        self.upstream_up.reset();
+        self.upstream_active.reset();
+        let active = upstreams.active();
+        for backend in upstreams.backends().iter() {
+            let up = matches!(
+                backend.state(),
+                BackendState::Active | BackendState::Standby
+            );
+            self.upstream_up
+                .with_label_values(&[&backend.base])
+                .set(i64::from(up));
+            self.upstream_active
+                .with_label_values(&[&backend.base])
+                .set(i64::from(
+                    active.as_ref().is_some_and(|a| a.base == backend.base),
+                ));
+        }
     }
 
     pub fn upstream_response(&self, server: &str, status: u16, elapsed: Duration) {
@@ -301,30 +289,6 @@ impl Metrics {
         let mut out = Vec::with_capacity(16 * 1024);
         TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
         Ok(out)
-    }
-}
-
-/// Three ASCII digits of an HTTP status, without allocating.
-fn itoa_status(status: u16) -> [u8; 3] {
-    let s = status.min(999);
-    [
-        b'0' + (s / 100) as u8,
-        b'0' + (s / 10 % 10) as u8,
-        b'0' + (s % 10) as u8,
-    ]
-}
-
-/// Methods outside the standard set share one label, so clients cannot grow the series.
-fn method_label(method: &http::Method) -> &'static str {
-    match *method {
-        http::Method::GET => "GET",
-        http::Method::POST => "POST",
-        http::Method::PUT => "PUT",
-        http::Method::DELETE => "DELETE",
-        http::Method::PATCH => "PATCH",
-        http::Method::HEAD => "HEAD",
-        http::Method::OPTIONS => "OPTIONS",
-        _ => "other",
     }
 }
 
@@ -373,8 +337,55 @@ mod tests {
     }
 
     #[test]
-    fn status_digits() {
-        assert_eq!(&itoa_status(201), b"201");
-        assert_eq!(&itoa_status(5), b"005");
+    fn upstream_series_are_the_configured_servers_and_one_is_active() {
+        let registry = Registry::new();
+        let metrics = Metrics::new(&registry).unwrap();
+        let upstreams = Upstreams::for_tests(3);
+        let states = [
+            BackendState::Standby,
+            BackendState::Active,
+            BackendState::Active,
+        ];
+        for (backend, state) in upstreams.backends().iter().zip(states) {
+            backend.set_state(state);
+        }
+        metrics.observe_upstreams(&upstreams);
+        let text = String::from_utf8(metrics.render().unwrap()).unwrap();
+        for (port, up, active) in [(9, 1, 0), (10, 1, 1), (11, 1, 0)] {
+            let server = format!("server=\"http://127.0.0.1:{port}\"");
+            assert!(
+                text.contains(&format!("clustergate_upstream_up{{{server}}} {up}\n")),
+                "{text}"
+            );
+            assert!(
+                text.contains(&format!(
+                    "clustergate_upstream_active{{{server}}} {active}\n"
+                )),
+                "{text}"
+            );
+        }
+        upstreams.backends()[1].set_state(BackendState::Down);
+        metrics.observe_upstreams(&upstreams);
+        let text = String::from_utf8(metrics.render().unwrap()).unwrap();
+        assert!(text.contains("clustergate_upstream_up{server=\"http://127.0.0.1:10\"} 0\n"));
+        assert!(text.contains("clustergate_upstream_active{server=\"http://127.0.0.1:11\"} 1\n"));
+    }
+
+    #[test]
+    fn result_labels_are_exported_at_zero_before_any_event() {
+        let registry = Registry::new();
+        let metrics = Metrics::new(&registry).unwrap();
+        let text = String::from_utf8(metrics.render().unwrap()).unwrap();
+        for line in [
+            "clustergate_logins_total{result=\"invalid_credentials\"} 0\n",
+            "clustergate_token_checks_total{result=\"revoked\"} 0\n",
+            "clustergate_connections_refused_total{reason=\"header_timeout\"} 0\n",
+            "clustergate_lockouts_total 0\n",
+        ] {
+            assert!(text.contains(line), "no {line} in\n{text}");
+        }
+        metrics.lockout();
+        let text = String::from_utf8(metrics.render().unwrap()).unwrap();
+        assert!(text.contains("clustergate_lockouts_total 1\n"), "{text}");
     }
 }

@@ -236,7 +236,7 @@ impl ProxyHttp for Gateway {
         mut e: Box<Error>,
     ) -> Box<Error> {
         if let Some(backend) = ctx.attempt.backend() {
-            health::record(&self.metrics, backend, BackendState::Down);
+            health::record(backend, BackendState::Down);
         }
         // Nothing was sent: another backend may be the active one.
         e.set_retry(true);
@@ -399,7 +399,7 @@ impl Gateway {
         if !ctx.attempt.on_probe(state == BackendState::Active) {
             return Ok(());
         }
-        health::record(&self.metrics, backend, state);
+        health::record(backend, state);
         let _enter = ctx.span.enter();
         tracing::info!(server = %backend.base, status, "a standby answered; trying the next backend");
         Err(GatewayError::no_active_backend().into_retry(format!("answered {status}")))
@@ -418,7 +418,7 @@ impl Gateway {
         match account.token(&self.upstreams, backend, unix_now()).await {
             Ok(token) => Ok(token),
             Err(CredentialError::NotActive(status)) => {
-                health::record(&self.metrics, backend, BackendState::Standby);
+                health::record(backend, BackendState::Standby);
                 ctx.attempt.on_standby_login();
                 Err(GatewayError::no_active_backend()
                     .into_retry(format!("login answered {status}")))

@@ -22,7 +22,7 @@ use crate::access::{AccessTable, Admission};
 use crate::auth::Auth;
 use crate::config::{self, Config, ConfigErrors, TlsMode};
 use crate::metrics::Metrics;
-use crate::tls::ServingCert;
+use crate::tls::{self, ServingCert, TlsError};
 use crate::tokens::TokenService;
 use crate::upstream::{Backend, UpstreamError, Upstreams};
 use crate::users::UserDb;
@@ -47,6 +47,8 @@ pub enum ReloadError {
     Keys(String),
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+    #[error("certificate: {0}")]
+    Certificate(#[from] TlsError),
     #[error("a previous reload stopped midway; restart the gateway")]
     Poisoned,
 }
@@ -67,7 +69,8 @@ struct Prepared {
     tokens: TokenService,
     admission: Admission,
     backends: Option<Vec<Arc<Backend>>>,
-    certificate: Option<Arc<pingora::tls::sign::CertifiedKey>>,
+    /// The certificate to serve, with its notAfter (for its metric).
+    certificate: Option<(Arc<pingora::tls::sign::CertifiedKey>, i64)>,
 }
 
 impl Reloader {
@@ -123,7 +126,9 @@ impl Reloader {
             _ => None,
         };
         let certificate = match (&self.live.certificate, &new.server.tls) {
-            (Some(_), TlsMode::Files { certified, .. }) => Some(certified.clone()),
+            (Some(_), TlsMode::Files { certified, .. }) => {
+                Some((certified.clone(), tls::not_after(certified)?))
+            }
             _ => None,
         };
         Ok(Prepared {
@@ -140,22 +145,18 @@ impl Reloader {
         live.auth.users.store(Arc::new(prepared.users));
         live.auth.tokens.store(Arc::new(prepared.tokens));
         live.admission.store(Arc::new(prepared.admission));
+        // The metrics read the backends at each scrape: a server taken off goes with them.
         if let Some(backends) = prepared.backends {
-            let before = live.upstreams.backends();
             live.upstreams.replace_backends(backends);
-            let after = live.upstreams.backends();
-            for gone in before
-                .iter()
-                .filter(|b| !after.iter().any(|a| a.base == b.base))
-            {
-                self.metrics.forget_upstream(&gone.base);
-            }
-            for backend in after.iter() {
+            for backend in live.upstreams.backends().iter() {
                 tracing::info!(server = %backend.base, state = ?backend.state(), "dashboard backend");
             }
         }
-        if let (Some(serving), Some(certified)) = (&live.certificate, prepared.certificate) {
+        if let (Some(serving), Some((certified, not_after))) =
+            (&live.certificate, prepared.certificate)
+        {
             serving.replace(certified);
+            self.metrics.deployment.tls_cert_expiry(not_after);
         }
     }
 }
@@ -253,17 +254,18 @@ impl Reloader {
         tracing::info!("SIGHUP: reloading the configuration");
         match self.reload() {
             Ok(()) => {
-                self.metrics.config_reloaded(true);
+                let now = crate::state::unix_now();
+                self.metrics.deployment.config_reload_succeeded(now);
                 tracing::info!("configuration reloaded");
             }
             Err(ReloadError::Invalid(errors)) => {
-                self.metrics.config_reloaded(false);
+                self.metrics.deployment.config_reload_failed();
                 for problem in &errors.0 {
                     tracing::error!(%problem, "reload refused; the running configuration stays");
                 }
             }
             Err(e) => {
-                self.metrics.config_reloaded(false);
+                self.metrics.deployment.config_reload_failed();
                 tracing::error!(error = %e, "reload refused; the running configuration stays");
             }
         }

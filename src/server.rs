@@ -132,6 +132,11 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
     }
 
     let metrics = Metrics::new(prometheus::default_registry())?;
+    if let Some(certified) = &certificate {
+        metrics
+            .deployment
+            .tls_cert_expiry(tls::not_after(certified)?);
+    }
     let tls_on = certificate.is_some();
     let stores = state.build().map_err(StartError::State)?;
     let auth = Arc::new(Auth {
@@ -187,7 +192,6 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
     let health = dashboards.as_ref().map(|d| HealthChecker {
         upstreams: d.upstreams.clone(),
         account: d.account.clone(),
-        metrics: metrics.clone(),
         interval: d.health_interval,
     });
     let (account, docs) = match dashboards {
@@ -208,7 +212,7 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
     let gateway = Gateway {
         auth,
         admission,
-        upstreams,
+        upstreams: upstreams.clone(),
         account,
         docs,
         metrics: metrics.clone(),
@@ -224,6 +228,7 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
     )?);
     let admin = AdminApp {
         metrics,
+        upstreams,
         readiness: readiness.clone(),
         stores: stores.clone(),
     };
@@ -380,7 +385,6 @@ fn dashboards(
     let upstreams = Arc::new(Upstreams::new(&upstream)?);
     for backend in upstreams.backends().iter() {
         tracing::info!(server = %backend.base, "dashboard backend");
-        metrics.upstream_up(&backend.base, false);
     }
     let account = Arc::new(ServiceAccount::new(
         upstream.username.clone(),

@@ -37,6 +37,8 @@ pub enum TlsError {
     },
     #[error("cannot generate a certificate: {0}")]
     Generate(String),
+    #[error("cannot read the certificate's validity: {0}")]
+    Validity(String),
     #[error(transparent)]
     Write(#[from] secrets::SecretError),
 }
@@ -86,6 +88,17 @@ pub fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, 
             key: key.to_path_buf(),
             reason: e.to_string(),
         })
+}
+
+/// When the leaf certificate of `certified` expires: its `notAfter`, in Unix seconds.
+pub fn not_after(certified: &CertifiedKey) -> Result<i64, TlsError> {
+    let leaf = certified
+        .cert
+        .first()
+        .ok_or_else(|| TlsError::Validity("the chain is empty".into()))?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(leaf.as_ref())
+        .map_err(|e| TlsError::Validity(e.to_string()))?;
+    Ok(parsed.validity().not_after.timestamp())
 }
 
 /// Reads the CA certificates (DER) of a PEM file, checking each parses.
@@ -216,6 +229,20 @@ mod tests {
             load_certified_key(&pa.cert, &pb.key),
             Err(TlsError::Mismatch { .. })
         ));
+    }
+
+    #[test]
+    fn not_after_is_the_leaf_certificates() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        params.not_after = rcgen::date_time_ymd(2031, 5, 17);
+        let cert = params.self_signed(&key).unwrap();
+        let (cert_path, key_path) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        let certified = load_certified_key(&cert_path, &key_path).unwrap();
+        assert_eq!(not_after(&certified).unwrap(), 1_936_742_400);
     }
 
     #[test]

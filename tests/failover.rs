@@ -225,14 +225,17 @@ async fn failover_under_load(options: DashboardOptions) {
     );
     let active_url = dash.mgr(&["active-url"]);
     let metrics = gw.metrics().await;
+    for name in ["clustergate_upstream_up", "clustergate_upstream_active"] {
+        assert_eq!(
+            metric_sum(&metrics, name, &[("server", &active_url)]),
+            1.0,
+            "{name}: {metrics}"
+        );
+    }
     assert_eq!(
-        metric_sum(
-            &metrics,
-            "clustergate_upstream_up",
-            &[("server", &active_url)]
-        ),
+        metric_sum(&metrics, "clustergate_upstream_active", &[]),
         1.0,
-        "{metrics}"
+        "one active manager after the failover: {metrics}"
     );
 }
 

@@ -72,6 +72,8 @@ async fn users_change_at_once_a_bad_file_keeps_the_running_configuration_and_res
     );
     assert!(gw.logs().contains("users.toml: line 1"), "{}", gw.logs());
     assert_eq!(gw.try_login(POOLMGR, POOLMGR_PW).await.status, 201);
+    let last_successful = "clustergate_config_last_reload_successful";
+    assert_eq!(gw.metric(last_successful, &[]).await, 0.0);
 
     // Back to a good file, with a setting that needs a restart.
     assert!(
@@ -102,6 +104,23 @@ async fn users_change_at_once_a_bad_file_keeps_the_running_configuration_and_res
         )
     };
     assert_eq!((reloads("success"), reloads("failure")), (2.0, 1.0));
+    assert_eq!(metric_sum(&metrics, last_successful, &[]), 1.0);
+    let last_success = metric_sum(
+        &metrics,
+        "clustergate_config_last_reload_success_timestamp_seconds",
+        &[],
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!((now - 60.0..=now).contains(&last_success), "{last_success}");
+}
+
+/// The notAfter of the first certificate of a PEM chain, in Unix seconds.
+fn not_after(chain: &str) -> f64 {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(chain.as_bytes()).unwrap();
+    pem.parse_x509().unwrap().validity().not_after.timestamp() as f64
 }
 
 /// Whether the token check accepts `token` (it answers 200 either way, with the user or
@@ -123,7 +142,7 @@ fn trusting(ca: &str) -> reqwest::Client {
 #[tokio::test]
 async fn signing_keys_rotate_and_the_certificate_is_replaced_on_reload() {
     let (ca1, chain1, key1) = operator_certificate();
-    let (ca2, chain2, key2) = operator_certificate();
+    let (ca2, chain2, key2) = operator_certificate_until(rcgen::date_time_ymd(2031, 5, 17));
     let secret = |c: char| c.to_string().repeat(40);
     let keys = |list: &str| format!("signing_keys = [{list}]");
     let k1 = r#"{ kid = "k1", secret_file = "k1.secret" }"#;
@@ -145,6 +164,8 @@ async fn signing_keys_rotate_and_the_certificate_is_replaced_on_reload() {
     assert!(old_ca.post(&url).send().await.is_ok());
     assert!(new_ca.post(&url).send().await.is_err());
     let token1 = gw.login(ADMIN, ADMIN_PW).await;
+    let expiry = "clustergate_tls_cert_expiry_timestamp_seconds";
+    assert_eq!(gw.metric(expiry, &[]).await, not_after(&chain1));
 
     // A new certificate, and a new key that signs first while the old one still verifies.
     assert!(
@@ -172,6 +193,8 @@ async fn signing_keys_rotate_and_the_certificate_is_replaced_on_reload() {
         "new handshakes get the new certificate"
     );
     assert!(fresh(&ca1).post(&url).send().await.is_err());
+    assert_eq!(gw.metric(expiry, &[]).await, not_after(&chain2));
+    assert_ne!(not_after(&chain1), not_after(&chain2));
     gw.use_client(trusting(&ca2));
     let token2 = gw.login(ADMIN, ADMIN_PW).await;
     assert_eq!(jwt_header(&token2)["kid"], "k2");

@@ -129,6 +129,7 @@ impl Auth {
         let until = now.saturating_add(policy.duration.as_secs());
         lockouts.lock(username, until).await?;
         if attempts == policy.attempts {
+            self.metrics.lockout();
             tracing::warn!(username = ?username, attempts, lock_seconds = policy.duration.as_secs(), "user locked out after consecutive failed logins");
             return Ok(true);
         }
@@ -205,6 +206,27 @@ mod tests {
             .login(&attempt("pw"), (NOW + LOCKOUT_SECONDS + 1) * 1000)
             .await
             .is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_lockout_is_counted_once_however_many_attempts_it_refuses() {
+        let auth = auth();
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        let attempt = |pw: &str| request(&headers, credentials("admin", pw));
+        let lockouts = || {
+            let text = String::from_utf8(auth.metrics.render().unwrap()).unwrap();
+            text.lines()
+                .find_map(|l| l.strip_prefix("clustergate_lockouts_total "))
+                .map(str::to_string)
+        };
+        for _ in 0..2 {
+            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+        }
+        assert_eq!(lockouts().as_deref(), Some("0"));
+        for _ in 0..3 {
+            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+        }
+        assert_eq!(lockouts().as_deref(), Some("1"));
     }
 
     #[tokio::test]

@@ -12,7 +12,6 @@ use pingora::services::background::BackgroundService;
 
 use super::credentials::ServiceAccount;
 use super::{Backend, BackendState, Upstreams};
-use crate::metrics::Metrics;
 
 /// The health page (the dashboard's index.html) is a few kilobytes.
 const MAX_HEALTH_REPLY: usize = 1024 * 1024;
@@ -37,10 +36,10 @@ pub async fn probe(upstreams: &Upstreams, backend: &Backend, timeout: Duration) 
     }
 }
 
-/// Records `state` for `backend`, logging changes and updating `clustergate_upstream_up`.
-pub fn record(metrics: &Metrics, backend: &Backend, state: BackendState) {
+/// Records `state` for `backend`, logging changes (the metrics read the states at each
+/// scrape).
+pub fn record(backend: &Backend, state: BackendState) {
     let before = backend.set_state(state);
-    metrics.upstream_up(&backend.base, state == BackendState::Active);
     if before != state {
         tracing::info!(server = %backend.base, from = ?before, to = ?state, "backend state changed");
     }
@@ -51,7 +50,6 @@ pub fn record(metrics: &Metrics, backend: &Backend, state: BackendState) {
 pub struct HealthChecker {
     pub upstreams: Arc<Upstreams>,
     pub account: Arc<ServiceAccount>,
-    pub metrics: Arc<Metrics>,
     pub interval: Duration,
 }
 
@@ -69,7 +67,7 @@ impl HealthChecker {
         }
         while let Some(joined) = probes.join_next().await {
             if let Ok((backend, state)) = joined {
-                record(&self.metrics, &backend, state);
+                record(&backend, state);
             }
         }
         self.upstreams.mark_checked();

@@ -353,13 +353,19 @@ impl Gateway {
 
 /// A CA and a leaf for 127.0.0.1 made with rcgen: (ca pem, leaf chain pem, leaf key pem).
 pub fn operator_certificate() -> (String, String, String) {
+    operator_certificate_until(rcgen::CertificateParams::default().not_after)
+}
+
+/// `operator_certificate` with a leaf that expires at `not_after`.
+pub fn operator_certificate_until(not_after: time::OffsetDateTime) -> (String, String, String) {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let leaf_key = KeyPair::generate().unwrap();
-    let leaf_params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    let mut leaf_params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    leaf_params.not_after = not_after;
     let leaf = leaf_params
         .signed_by(&leaf_key, &Issuer::new(ca_params, ca_key))
         .unwrap();

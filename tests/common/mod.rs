@@ -2,7 +2,8 @@
 //! real `clustergate` process it starts (`process`), the requests tests send and the `Reply`
 //! they get (`requests`), JWT decoding and forging (`jwt`), the dashboard's response shapes as
 //! assertions (`expect`), the real Ceph dashboards forwarding tests run against (`dashboard`,
-//! started through `ceph_dev`), and the requests and metrics of forwarding (`forwarding`).
+//! started through `ceph_dev`), the requests and metrics of forwarding (`forwarding`), and a
+//! real Prometheus with the metric names PromQL reads (`prometheus_server`, `promql`).
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
 mod ceph_dev;
@@ -14,6 +15,8 @@ mod gateway;
 mod haproxy;
 mod jwt;
 mod process;
+mod prometheus_server;
+mod promql;
 mod redis;
 mod requests;
 mod users;
@@ -26,6 +29,8 @@ pub use gateway::*;
 pub use haproxy::*;
 pub use jwt::*;
 pub use process::*;
+pub use prometheus_server::*;
+pub use promql::*;
 pub use redis::*;
 pub use requests::*;
 pub use users::*;

@@ -1,0 +1,133 @@
+//! Label values: each from a closed set, so that no client can grow the number of series.
+
+/// Why a client was refused before its request was parsed, as the `reason` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionRefusal {
+    HeaderTooLarge,
+    TooManyHeaderLines,
+    HeaderTimeout,
+    TooManyConnections,
+}
+
+impl ConnectionRefusal {
+    pub(super) const ALL: [Self; 4] = [
+        Self::HeaderTooLarge,
+        Self::TooManyHeaderLines,
+        Self::HeaderTimeout,
+        Self::TooManyConnections,
+    ];
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Self::HeaderTooLarge => "header_too_large",
+            Self::TooManyHeaderLines => "too_many_header_lines",
+            Self::HeaderTimeout => "header_timeout",
+            Self::TooManyConnections => "too_many_connections",
+        }
+    }
+}
+
+/// How a login ended, as the `result` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoginResult {
+    Success,
+    InvalidCredentials,
+    BadRequest,
+    Busy,
+    /// The client's bucket of failed logins was empty.
+    RateLimited,
+    Error,
+}
+
+impl LoginResult {
+    pub(super) const ALL: [Self; 6] = [
+        Self::Success,
+        Self::InvalidCredentials,
+        Self::BadRequest,
+        Self::Busy,
+        Self::RateLimited,
+        Self::Error,
+    ];
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::InvalidCredentials => "invalid_credentials",
+            Self::BadRequest => "bad_request",
+            Self::Busy => "busy",
+            Self::RateLimited => "rate_limited",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// How a token check ended, as the `result` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenCheckResult {
+    Valid,
+    Missing,
+    Invalid,
+    Expired,
+    Revoked,
+    UnknownUser,
+    Error,
+}
+
+impl TokenCheckResult {
+    pub(super) const ALL: [Self; 7] = [
+        Self::Valid,
+        Self::Missing,
+        Self::Invalid,
+        Self::Expired,
+        Self::Revoked,
+        Self::UnknownUser,
+        Self::Error,
+    ];
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Self::Valid => "valid",
+            Self::Missing => "missing",
+            Self::Invalid => "invalid",
+            Self::Expired => "expired",
+            Self::Revoked => "revoked",
+            Self::UnknownUser => "unknown_user",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// Three ASCII digits of an HTTP status, without allocating.
+pub(super) fn itoa_status(status: u16) -> [u8; 3] {
+    let s = status.min(999);
+    [
+        b'0' + (s / 100) as u8,
+        b'0' + (s / 10 % 10) as u8,
+        b'0' + (s % 10) as u8,
+    ]
+}
+
+/// Methods outside the standard set share one label, so clients cannot grow the series.
+pub(super) fn method_label(method: &http::Method) -> &'static str {
+    match *method {
+        http::Method::GET => "GET",
+        http::Method::POST => "POST",
+        http::Method::PUT => "PUT",
+        http::Method::DELETE => "DELETE",
+        http::Method::PATCH => "PATCH",
+        http::Method::HEAD => "HEAD",
+        http::Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_digits() {
+        assert_eq!(&itoa_status(201), b"201");
+        assert_eq!(&itoa_status(5), b"005");
+    }
+}
