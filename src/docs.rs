@@ -200,15 +200,16 @@ fn auth_paths() -> Map<String, Value> {
     paths.insert("/api/auth/check".into(), json!({"post": {
         "tags": ["Auth"], "summary": "Check a token (load balancers' health check)",
         "parameters": [{"name": "token", "in": "query", "required": false, "schema": {"type": "string"}}],
+        // A null token is read as none (the login URL), as on the dashboard.
         "requestBody": {"required": false, "content": {"application/json": {"schema": {
-            "type": "object", "properties": {"token": {"type": "string"}}}}}},
+            "type": "object", "properties": {"token": {"type": "string", "nullable": true}}}}}},
         "responses": {
             "200": {"description": "The token's user, or where to log in",
                 "content": {v1: {"schema": {"type": "object", "properties": {
                     "username": {"type": "string"}, "permissions": permissions, "sso": {"type": "boolean"},
                     "pwdUpdateRequired": {"type": "boolean"}, "login_url": {"type": "string"},
                     "cluster_status": {"type": "string"}}}}}},
-            "400": bad_request, "415": error,
+            "400": bad_request, "413": error, "415": error,
             "503": {"description": "No active dashboard backend: the same bodies, cluster_status UNAVAILABLE"}}}}));
     paths.insert(
         "/api/auth/logout".into(),
@@ -218,7 +219,7 @@ fn auth_paths() -> Map<String, Value> {
         "responses": {
             "200": {"description": "Logged out", "content": {v1: {"schema": {"type": "object",
                 "properties": {"redirect_url": {"type": "string"}}}}}},
-            "401": error, "415": error}}}),
+            "401": error, "413": error, "415": error}}}),
     );
     paths
 }
@@ -278,6 +279,23 @@ mod tests {
         );
         assert!(doc["paths"]["/api/auth/check"]["post"]["responses"]["200"].is_object());
         assert!(doc["paths"]["/api/auth/logout"].is_object());
+    }
+
+    /// Found by the API fuzzer (tests/api_fuzz.rs): every auth endpoint reads its body
+    /// whole up to `auth::BODY_LIMIT` and answers 413 past it, and `check` takes a null
+    /// token as none.
+    #[test]
+    fn auth_operations_document_413_and_a_nullable_check_token() {
+        let paths = auth_paths();
+        for path in ["/api/auth", "/api/auth/check", "/api/auth/logout"] {
+            assert!(
+                paths[path]["post"]["responses"]["413"].is_object(),
+                "{path}: no 413"
+            );
+        }
+        let body = &paths["/api/auth/check"]["post"]["requestBody"]["content"];
+        let token = &body["application/json"]["schema"]["properties"]["token"];
+        assert_eq!(token["nullable"], true);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: formatting, lints, the shipped configuration, unit and
-# integration tests. Installs what a fresh Debian 12 machine lacks first, and starts a
-# real Ceph dashboard for the integration tests (stopped again on exit).
+# integration tests (the API fuzzer, tests/api_fuzz.rs, among them). Installs what a fresh
+# Debian 12 machine lacks first (Schemathesis included), and starts a real Ceph dashboard
+# for the integration tests (stopped again on exit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install-deps.sh --test
