@@ -9,6 +9,8 @@ use http::{Response, StatusCode};
 use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 
+use crate::audit::Audit;
+use crate::logs::DroppedLines;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::state::Stores;
@@ -18,6 +20,8 @@ pub struct AdminApp {
     pub metrics: Arc<Metrics>,
     pub readiness: Arc<Readiness>,
     pub stores: Stores,
+    pub dropped_lines: DroppedLines,
+    pub audit: Arc<Audit>,
 }
 
 /// A plain-text answer.
@@ -40,6 +44,8 @@ impl Answer {
 impl AdminApp {
     fn metrics(&self) -> Answer {
         self.metrics.observe_state(&self.stores.health);
+        self.metrics
+            .observe_logs(self.dropped_lines.count(), self.audit.write_errors());
         match self.metrics.render() {
             Ok(body) => Answer {
                 status: StatusCode::OK,

@@ -26,6 +26,8 @@ pub struct Metrics {
     state_up: IntGauge,
     state_errors: IntCounter,
     connections_refused: IntCounterVec,
+    log_lines_dropped: IntCounter,
+    audit_write_errors: IntCounter,
 }
 
 /// Why a client was refused before its request was parsed, as the `reason` label says it.
@@ -143,6 +145,16 @@ impl Metrics {
             ),
             &["reason"],
         )?;
+        let log_lines_dropped = IntCounter::new(
+            "clustergate_log_lines_dropped_total",
+            "Log lines (access lines among them) dropped because standard error fell behind",
+        )?;
+        let audit_write_errors = IntCounter::new(
+            "clustergate_audit_write_errors_total",
+            "Audit lines that could not be written",
+        )?;
+        registry.register(Box::new(log_lines_dropped.clone()))?;
+        registry.register(Box::new(audit_write_errors.clone()))?;
         registry.register(Box::new(connections_refused.clone()))?;
         registry.register(Box::new(state_up.clone()))?;
         registry.register(Box::new(state_errors.clone()))?;
@@ -169,6 +181,8 @@ impl Metrics {
             state_up,
             state_errors,
             connections_refused,
+            log_lines_dropped,
+            audit_write_errors,
         }))
     }
 
@@ -255,6 +269,16 @@ impl Metrics {
         let counted = self.state_errors.get();
         self.state_errors
             .inc_by(health.errors().saturating_sub(counted));
+    }
+
+    /// Reads the logs' own counts into their metrics (at each scrape, as `observe_state`).
+    pub fn observe_logs(&self, dropped_lines: u64, audit_write_errors: u64) {
+        for (counter, count) in [
+            (&self.log_lines_dropped, dropped_lines),
+            (&self.audit_write_errors, audit_write_errors),
+        ] {
+            counter.inc_by(count.saturating_sub(counter.get()));
+        }
     }
 
     /// Every metric in Prometheus' text format.

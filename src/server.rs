@@ -17,7 +17,9 @@ use pingora::tls::sign::CertifiedKey;
 use pingora::services::background::background_service;
 
 use crate::access::{AccessTable, Admission};
+use crate::access_log::AccessLog;
 use crate::admin::AdminApp;
+use crate::audit::{Audit, AuditError};
 use crate::auth::Auth;
 use crate::config::{
     AccessConfig, AuthConfig, Config, ServerConfig, TlsMode, UpstreamConfig, UpstreamTrust,
@@ -25,6 +27,8 @@ use crate::config::{
 };
 use crate::connections::ClientConnections;
 use crate::docs::Docs;
+use crate::hangup::ReopenOnHangup;
+use crate::logs::DroppedLines;
 use crate::metrics::Metrics;
 use crate::proxy::Gateway;
 use crate::readiness::{DrainThenStop, Readiness};
@@ -58,6 +62,8 @@ pub enum StartError {
     Upstream(#[from] UpstreamError),
     #[error("state: {0}")]
     State(StateError),
+    #[error("log.audit_file: {0}")]
+    Audit(#[from] AuditError),
     #[error("{key}: cannot listen on {addr}: {source}")]
     Bind {
         key: &'static str,
@@ -76,9 +82,9 @@ const CLIENT_CONNECTION_BUFFERS: L4BufferSettings = L4BufferSettings {
 };
 
 /// Runs the gateway until a signal stops it (after draining, on SIGTERM); returns an error
-/// only when it cannot start.
-pub fn run(config: Config) -> Result<(), StartError> {
-    let (server, shutdown) = build(config)?;
+/// only when it cannot start. `dropped_lines` counts the log lines the logger dropped.
+pub fn run(config: Config, dropped_lines: DroppedLines) -> Result<(), StartError> {
+    let (server, shutdown) = build(config, dropped_lines)?;
     server.run(RunArgs {
         shutdown_signal: Box::new(shutdown),
     });
@@ -86,7 +92,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
 }
 
 /// Builds the pingora server with its services, and what stops it.
-fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
+fn build(
+    config: Config,
+    dropped_lines: DroppedLines,
+) -> Result<(Server, DrainThenStop), StartError> {
     let Config {
         source: _,
         server: server_config,
@@ -97,6 +106,7 @@ fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
         upstream,
         access,
         state,
+        log,
     } = config;
     let state_dir = &server_config.state_dir;
     secrets::ensure_private_dir(state_dir).map_err(StartError::StateDir)?;
@@ -106,6 +116,7 @@ fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
     check_free("server.listen", server_config.listen)?;
     check_free("metrics.listen", metrics_config.listen)?;
 
+    let audit = Arc::new(Audit::open(log.audit_file.as_deref())?);
     let metrics = Metrics::new(prometheus::default_registry())?;
     let tls_on = certificate.is_some();
     let stores = state.build().map_err(StartError::State)?;
@@ -168,6 +179,8 @@ fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
         metrics: metrics.clone(),
         readiness: readiness.clone(),
         tls: tls_on,
+        access_log: AccessLog::new(log.format),
+        audit: audit.clone(),
     };
     server.add_service(proxy_service(
         &server,
@@ -179,6 +192,8 @@ fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
         metrics,
         readiness: readiness.clone(),
         stores: stores.clone(),
+        dropped_lines,
+        audit: audit.clone(),
     };
     server.add_service(admin_service(admin, metrics_config.listen));
     if let Some(health) = health {
@@ -187,6 +202,7 @@ fn build(config: Config) -> Result<(Server, DrainThenStop), StartError> {
     if let Some(feed) = stores.feed {
         server.add_service(background_service("revocation feed", feed));
     }
+    server.add_service(background_service("SIGHUP", ReopenOnHangup { audit }));
     let shutdown = DrainThenStop {
         readiness,
         drain: server_config.drain,

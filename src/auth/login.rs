@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{request::string_field, Auth, AuthRequest, AUTH_VERSION};
+use super::{request::string_field, Auth, AuthRequest, AuthSubject, AUTH_VERSION};
 use crate::config::LockoutPolicy;
 use crate::errors::GatewayError;
 use crate::metrics::LoginResult;
@@ -11,13 +11,26 @@ use crate::respond::LocalResponse;
 use crate::state::UnixTime;
 use crate::versioning;
 
+/// Where a login attempt stands with the username's lockout, decided before its password
+/// is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    Allowed,
+    /// The last one allowed: the username is locked unless it succeeds.
+    Last,
+    /// Locked: refused without checking the password.
+    Locked,
+}
+
 impl Auth {
+    /// `subject` learns the username tried and whether the attempt locked it.
     pub async fn login(
         &self,
         req: &AuthRequest<'_>,
         now: UnixTime,
+        subject: &mut AuthSubject,
     ) -> Result<LocalResponse, GatewayError> {
-        let result = self.try_login(req, now).await;
+        let result = self.try_login(req, now, subject).await;
         self.metrics.login(match &result {
             Ok(_) => LoginResult::Success,
             Err(GatewayError::InvalidCredentials) => LoginResult::InvalidCredentials,
@@ -32,6 +45,7 @@ impl Auth {
         &self,
         req: &AuthRequest<'_>,
         now: UnixTime,
+        subject: &mut AuthSubject,
     ) -> Result<LocalResponse, GatewayError> {
         let negotiated =
             versioning::negotiate(req.accept().as_deref(), &self.vendor, AUTH_VERSION, false)?;
@@ -41,24 +55,32 @@ impl Auth {
             )
         })?;
         let username = string_field(&body, "username")?;
+        subject.username = Some(username.clone());
         let password = string_field(&body, "password")?;
 
         let user = self.users.active(&username).cloned();
-        let admitted = match (&user, self.lockout) {
+        let attempt = match (&user, self.lockout) {
             (Some(_), Some(policy)) => self.admit(&username, policy, now).await?,
-            _ => true,
+            _ => Attempt::Allowed,
         };
         // A refused or unknown user is checked against a dummy hash: same cost, never a match.
         let hash = user
             .as_ref()
-            .filter(|_| admitted)
+            .filter(|_| attempt != Attempt::Locked)
             .map(|u| u.password_hash.clone());
         self.metrics.password_verified();
         let verified = self.passwords.verify(hash, password).await?;
 
         // `?username`: the name is the client's text, escaped so it cannot forge log lines.
         let Some(user) = user.filter(|_| verified) else {
-            tracing::info!(username = ?username, locked_out = !admitted, "login refused");
+            let locked_out = attempt == Attempt::Locked;
+            tracing::info!(username = ?username, locked_out, "login refused");
+            if attempt == Attempt::Last {
+                subject.locked = true;
+                if let Some(policy) = self.lockout {
+                    tracing::warn!(username = ?username, attempts = policy.attempts, lock_seconds = policy.duration.as_secs(), "user locked out after consecutive failed logins");
+                }
+            }
             return Err(GatewayError::InvalidCredentials);
         };
 
@@ -93,23 +115,22 @@ impl Auth {
         username: &str,
         policy: LockoutPolicy,
         now: UnixTime,
-    ) -> Result<bool, GatewayError> {
+    ) -> Result<Attempt, GatewayError> {
         let lockouts = &self.stores.lockouts;
         if lockouts.locked_until(username, now).await?.is_some() {
-            return Ok(false);
+            return Ok(Attempt::Locked);
         }
         let attempts = lockouts.record_failure(username, now).await?;
         if attempts < policy.attempts {
-            return Ok(true);
+            return Ok(Attempt::Allowed);
         }
         // The last attempt allowed may still succeed; the lock holds if it does not.
         let until = now.saturating_add(policy.duration.as_secs());
         lockouts.lock(username, until).await?;
-        if attempts == policy.attempts {
-            tracing::warn!(username = ?username, attempts, lock_seconds = policy.duration.as_secs(), "user locked out after consecutive failed logins");
-            return Ok(true);
-        }
-        Ok(false)
+        Ok(match attempts == policy.attempts {
+            true => Attempt::Last,
+            false => Attempt::Locked,
+        })
     }
 }
 
@@ -123,7 +144,10 @@ mod tests {
         let auth = auth();
         let headers = post("application/vnd.ceph.api.v1.0+json");
         let req = request(&headers, r#"{"username":"admin","password":"pw"}"#);
-        let response = auth.login(&req, NOW).await.unwrap();
+        let response = auth
+            .login(&req, NOW, &mut AuthSubject::default())
+            .await
+            .unwrap();
         assert_eq!(response.status, 201);
         assert_eq!(response.content_type, "application/vnd.ceph.api.v1.0+json");
         let body = body_of(&response);
@@ -156,7 +180,7 @@ mod tests {
             let req = request(&headers, body);
             assert!(
                 matches!(
-                    auth.login(&req, NOW).await,
+                    auth.login(&req, NOW, &mut AuthSubject::default()).await,
                     Err(GatewayError::InvalidCredentials)
                 ),
                 "{body}"
@@ -170,16 +194,41 @@ mod tests {
         let headers = post("application/vnd.ceph.api.v1.0+json");
         let attempt = |pw: &str| request(&headers, credentials("admin", pw));
         for _ in 0..3 {
-            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+            assert!(auth
+                .login(&attempt("bad"), NOW, &mut AuthSubject::default())
+                .await
+                .is_err());
         }
         assert!(matches!(
-            auth.login(&attempt("pw"), NOW + 1).await,
+            auth.login(&attempt("pw"), NOW + 1, &mut AuthSubject::default())
+                .await,
             Err(GatewayError::InvalidCredentials)
         ));
+        let later = NOW + LOCKOUT_SECONDS + 1;
         assert!(auth
-            .login(&attempt("pw"), NOW + LOCKOUT_SECONDS + 1)
+            .login(&attempt("pw"), later, &mut AuthSubject::default())
             .await
             .is_ok());
+    }
+
+    /// The audit log names the username tried and the failure that locked it, once.
+    #[tokio::test]
+    async fn the_subject_is_the_username_tried_and_the_failure_that_locked_it() {
+        let auth = auth();
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            let mut subject = AuthSubject::default();
+            let req = request(&headers, credentials("admin", "bad"));
+            assert!(auth.login(&req, NOW, &mut subject).await.is_err());
+            assert_eq!(subject.username.as_deref(), Some("admin"));
+            seen.push(subject.locked);
+        }
+        assert_eq!(seen, [false, false, true, false]);
+        let mut subject = AuthSubject::default();
+        let req = request(&headers, credentials("nobody", "pw"));
+        assert!(auth.login(&req, NOW, &mut subject).await.is_err());
+        assert_eq!(subject.username.as_deref(), Some("nobody"));
     }
 
     #[tokio::test]
@@ -192,7 +241,9 @@ mod tests {
             let headers = headers.clone();
             attempts.spawn(async move {
                 let req = request(&headers, r#"{"username":"admin","password":"bad"}"#);
-                auth.login(&req, NOW).await.is_err()
+                auth.login(&req, NOW, &mut AuthSubject::default())
+                    .await
+                    .is_err()
             });
         }
         while let Some(refused) = attempts.join_next().await {
@@ -200,7 +251,7 @@ mod tests {
         }
         let req = request(&headers, r#"{"username":"admin","password":"pw"}"#);
         assert!(matches!(
-            auth.login(&req, NOW).await,
+            auth.login(&req, NOW, &mut AuthSubject::default()).await,
             Err(GatewayError::InvalidCredentials)
         ));
     }
@@ -212,13 +263,25 @@ mod tests {
         let headers = post("application/vnd.ceph.api.v1.0+json");
         let attempt = |pw: &str| request(&headers, credentials("admin", pw));
         for _ in 0..2 {
-            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+            assert!(auth
+                .login(&attempt("bad"), NOW, &mut AuthSubject::default())
+                .await
+                .is_err());
         }
-        assert!(auth.login(&attempt("pw"), NOW).await.is_ok());
+        assert!(auth
+            .login(&attempt("pw"), NOW, &mut AuthSubject::default())
+            .await
+            .is_ok());
         for _ in 0..2 {
-            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+            assert!(auth
+                .login(&attempt("bad"), NOW, &mut AuthSubject::default())
+                .await
+                .is_err());
         }
-        assert!(auth.login(&attempt("pw"), NOW).await.is_ok());
+        assert!(auth
+            .login(&attempt("pw"), NOW, &mut AuthSubject::default())
+            .await
+            .is_ok());
     }
 
     #[tokio::test]
@@ -226,7 +289,13 @@ mod tests {
         let auth = auth();
         let headers = post("*/*");
         let req = request(&headers, "not json");
-        assert_eq!(auth.login(&req, NOW).await.unwrap_err().status(), 415);
+        assert_eq!(
+            auth.login(&req, NOW, &mut AuthSubject::default())
+                .await
+                .unwrap_err()
+                .status(),
+            415
+        );
     }
 
     #[tokio::test]
@@ -242,7 +311,10 @@ mod tests {
             r#"{"username":1,"password":"x"}"#,
         ] {
             let req = request(&headers, body.to_string());
-            let err = auth.login(&req, NOW).await.unwrap_err();
+            let err = auth
+                .login(&req, NOW, &mut AuthSubject::default())
+                .await
+                .unwrap_err();
             assert!(
                 matches!(err, GatewayError::BadRequest { .. }),
                 "{body}: {err:?}"
