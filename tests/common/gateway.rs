@@ -197,6 +197,7 @@ impl Gateway {
         ) + &self.upstream_text()
             + &self.optional_section("state")
             + &self.optional_section("state.redis")
+            + &self.optional_section("log")
     }
 
     /// `[name]` with its extra lines, when a test added any.
