@@ -10,7 +10,7 @@ use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 
 use crate::audit::Audit;
-use crate::logs::DroppedLines;
+use crate::logs::LogWriter;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::state::Stores;
@@ -20,7 +20,8 @@ pub struct AdminApp {
     pub metrics: Arc<Metrics>,
     pub readiness: Arc<Readiness>,
     pub stores: Stores,
-    pub dropped_lines: DroppedLines,
+    /// Counts the log lines it dropped.
+    pub log_writer: LogWriter,
     pub audit: Arc<Audit>,
 }
 
@@ -45,7 +46,7 @@ impl AdminApp {
     fn metrics(&self) -> Answer {
         self.metrics.observe_state(&self.stores.health);
         self.metrics
-            .observe_logs(self.dropped_lines.count(), self.audit.write_errors());
+            .observe_logs(self.log_writer.dropped_lines(), self.audit.write_errors());
         match self.metrics.render() {
             Ok(body) => Answer {
                 status: StatusCode::OK,

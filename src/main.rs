@@ -73,7 +73,7 @@ fn run(path: &std::path::Path) -> ExitCode {
         }
     };
     tracing::info!(config = %path.display(), version = env!("CARGO_PKG_VERSION"), "starting clustergate");
-    match server::run(config, logging.dropped_lines()) {
+    match server::run(config, logging.writer()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "cannot start");

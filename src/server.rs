@@ -28,7 +28,7 @@ use crate::config::{
 use crate::connections::ClientConnections;
 use crate::docs::Docs;
 use crate::hangup::ReopenOnHangup;
-use crate::logs::DroppedLines;
+use crate::logs::LogWriter;
 use crate::metrics::Metrics;
 use crate::proxy::Gateway;
 use crate::readiness::{DrainThenStop, Readiness};
@@ -82,9 +82,10 @@ const CLIENT_CONNECTION_BUFFERS: L4BufferSettings = L4BufferSettings {
 };
 
 /// Runs the gateway until a signal stops it (after draining, on SIGTERM); returns an error
-/// only when it cannot start. `dropped_lines` counts the log lines the logger dropped.
-pub fn run(config: Config, dropped_lines: DroppedLines) -> Result<(), StartError> {
-    let (server, shutdown) = build(config, dropped_lines)?;
+/// only when it cannot start. `log_writer` is the logger's output, which JSON access lines
+/// go to.
+pub fn run(config: Config, log_writer: LogWriter) -> Result<(), StartError> {
+    let (server, shutdown) = build(config, log_writer)?;
     server.run(RunArgs {
         shutdown_signal: Box::new(shutdown),
     });
@@ -92,10 +93,7 @@ pub fn run(config: Config, dropped_lines: DroppedLines) -> Result<(), StartError
 }
 
 /// Builds the pingora server with its services, and what stops it.
-fn build(
-    config: Config,
-    dropped_lines: DroppedLines,
-) -> Result<(Server, DrainThenStop), StartError> {
+fn build(config: Config, log_writer: LogWriter) -> Result<(Server, DrainThenStop), StartError> {
     let Config {
         source: _,
         server: server_config,
@@ -179,7 +177,7 @@ fn build(
         metrics: metrics.clone(),
         readiness: readiness.clone(),
         tls: tls_on,
-        access_log: AccessLog::new(log.format),
+        access_log: AccessLog::new(log.format, log_writer.clone()),
         audit: audit.clone(),
     };
     server.add_service(proxy_service(
@@ -192,7 +190,7 @@ fn build(
         metrics,
         readiness: readiness.clone(),
         stores: stores.clone(),
-        dropped_lines,
+        log_writer,
         audit: audit.clone(),
     };
     server.add_service(admin_service(admin, metrics_config.listen));
