@@ -9,6 +9,8 @@ use http::{Response, StatusCode};
 use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 
+use crate::audit::Audit;
+use crate::logs::LogWriter;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::state::Stores;
@@ -20,6 +22,9 @@ pub struct AdminApp {
     pub upstreams: Arc<Upstreams>,
     pub readiness: Arc<Readiness>,
     pub stores: Stores,
+    /// Counts the log lines it dropped.
+    pub log_writer: LogWriter,
+    pub audit: Arc<Audit>,
 }
 
 /// A plain-text answer.
@@ -43,6 +48,9 @@ impl AdminApp {
     fn metrics(&self) -> Answer {
         self.metrics.observe_state(&self.stores.health);
         self.metrics.observe_upstreams(&self.upstreams);
+        self.metrics
+            .logs
+            .observe(self.log_writer.dropped_lines(), self.audit.write_errors());
         match self.metrics.render() {
             Ok(body) => Answer {
                 status: StatusCode::OK,

@@ -11,16 +11,21 @@
 //!    its body checked by `request`, and forwarded by `upstream` (which manager, one
 //!    request's attempts) and `forward` (what changes on the way).
 //! 4. `errors` maps every refusal to the dashboard's status and JSON shape, `respond`
-//!    writes it with the security headers, and `metrics` counts it.
+//!    writes it with the security headers, and `metrics` counts it; `access_log` writes
+//!    its line and `audit` the logins, logouts, lockouts and changes it made.
 //!
 //! Start-up: `config` reads and validates the files once; `server` creates the state
 //! (`tls`, `secrets`, the initial admin) and hands the services to pingora: the proxy,
 //! wrapped by `connections` (request heads bounded in size and time, idle client
 //! connections kept small, connections per client address capped), the `admin`
-//! listener (`/metrics`, `/healthz`, `/readyz`), and the dashboards' health checks.
+//! listener (`/metrics`, `/healthz`, `/readyz`), the dashboards' health checks, and
+//! `reload` (SIGHUP reloads the configuration and reopens the audit file). `logs` sets up
+//! where log lines go (`main`).
 
 mod access;
+mod access_log;
 mod admin;
+mod audit;
 mod auth;
 mod client_addr;
 pub mod config;
@@ -28,6 +33,7 @@ mod connections;
 mod docs;
 mod errors;
 mod forward;
+pub mod logs;
 mod metrics;
 mod paths;
 mod proxy;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use clustergate::{config, server, users::PasswordHash};
+use clustergate::{config, logs, server, users::PasswordHash};
 
 /// mimalloc instead of glibc's malloc: the request path allocates many small, short-lived
 /// objects (measured: glibc's malloc and free were 17% of the gateway's CPU at saturation),
@@ -56,17 +56,6 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .init();
-}
-
 fn load(path: &std::path::Path) -> Result<config::Config, ExitCode> {
     config::load(path).map_err(|errors| {
         eprintln!("{errors}");
@@ -75,13 +64,20 @@ fn load(path: &std::path::Path) -> Result<config::Config, ExitCode> {
 }
 
 fn run(path: &std::path::Path, start: server::Start) -> ExitCode {
-    init_logging();
     let config = match load(path) {
         Ok(config) => config,
         Err(code) => return code,
     };
+    // Kept until the end of `run`: dropping it writes out the lines still queued.
+    let logging = match logs::init(&config.log) {
+        Ok(logging) => logging,
+        Err(e) => {
+            eprintln!("clustergate: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     tracing::info!(config = %path.display(), version = env!("CARGO_PKG_VERSION"), upgrade = start.upgrade, "starting clustergate");
-    match server::run(config, start) {
+    match server::run(config, start, logging.handles()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "cannot start");

@@ -2,6 +2,7 @@
 
 mod deployment;
 mod labels;
+mod logs;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use crate::upstream::{BackendState, Upstreams};
 pub use deployment::DeploymentMetrics;
 use labels::{itoa_status, method_label};
 pub use labels::{ConnectionRefusal, LoginResult, TokenCheckResult};
+pub use logs::LogMetrics;
 
 /// The gateway's metrics, registered once at start-up.
 pub struct Metrics {
@@ -39,6 +41,8 @@ pub struct Metrics {
     connections_refused: IntCounterVec,
     /// Build, certificate and configuration reloads.
     pub deployment: DeploymentMetrics,
+    /// Log lines dropped, audit lines not written.
+    pub logs: LogMetrics,
 }
 
 impl Metrics {
@@ -187,6 +191,7 @@ impl Metrics {
             state_errors,
             connections_refused,
             deployment: DeploymentMetrics::new(registry)?,
+            logs: LogMetrics::new(registry)?,
         }))
     }
 

@@ -10,10 +10,11 @@
 //!    reaches the client: the attempt decides, and `error_while_proxy` retries.
 //! 5. `response_filter`: security headers, no backend address in `Location`.
 //! 6. `fail_to_proxy` answers errors in the dashboard's shape (`errors`); `logging`
-//!    measures.
+//!    measures (`metrics`) and records the request (`access_log`, `audit`).
 
+use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
@@ -24,8 +25,10 @@ use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use tracing::Instrument;
 
-use crate::access::{self, Admission};
-use crate::auth::{self, Auth, AuthRequest};
+use crate::access::{self, Admission, Lookup, OperationId};
+use crate::access_log::{self, AccessLog, Served};
+use crate::audit::Audit;
+use crate::auth::{self, Auth, AuthRequest, AuthSubject};
 use crate::client_addr::TrustedProxies;
 use crate::docs::{self, Docs};
 use crate::errors::GatewayError;
@@ -58,8 +61,11 @@ pub struct Gateway {
     pub readiness: Arc<Readiness>,
     /// Whether clients reach this listener over TLS.
     pub tls: bool,
-    /// Whose `X-Forwarded-For` names the client (for the limit on failed logins).
+    /// Whose `X-Forwarded-For` names the client (for the limit on failed logins and the
+    /// logs).
     pub trusted_proxies: TrustedProxies,
+    pub access_log: AccessLog,
+    pub audit: Arc<Audit>,
 }
 
 /// Per-request state.
@@ -75,6 +81,15 @@ pub struct RequestCtx {
     /// The length of a body that came without one (chunked, or HTTP/2), read whole.
     buffered_body: Option<usize>,
     body_bytes: usize,
+    /// Who sent it (`client_addr`): what the login limit counts and the logs name.
+    client: Option<IpAddr>,
+    /// The normalized path; empty until then (or when it cannot be).
+    path: String,
+    /// The scope table's operation the path matched (forwarded routes), with the table it
+    /// is in: a reload may replace the table before the request is logged.
+    operation: Option<(Arc<Admission>, OperationId)>,
+    /// Whom an auth endpoint's request was about.
+    subject: AuthSubject,
 }
 
 /// What `request_filter` decided.
@@ -98,6 +113,10 @@ impl ProxyHttp for Gateway {
             attempt: Attempt::default(),
             buffered_body: None,
             body_bytes: 0,
+            client: None,
+            path: String::new(),
+            operation: None,
+            subject: AuthSubject::default(),
         }
     }
 
@@ -301,16 +320,9 @@ impl ProxyHttp for Gateway {
         let elapsed = ctx.started.elapsed();
         self.metrics
             .observe_request(ctx.route, method, status, elapsed);
-        tracing::info!(
-            target: "clustergate::access",
-            parent: &ctx.span,
-            %method,
-            path = session.req_header().uri.path(),
-            route = ctx.route.label(),
-            status,
-            backend = ctx.attempt.backend().map_or("", |b| b.base.as_str()),
-            micros = elapsed.as_micros() as u64,
-        );
+        let served = self.served(session, ctx, status, elapsed);
+        self.access_log.record(&served, &ctx.span);
+        self.audit.record(&served, &ctx.subject);
     }
 }
 
@@ -321,6 +333,7 @@ impl Gateway {
         session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> Result<Next, GatewayError> {
+        ctx.client = self.client(session);
         let path = paths::normalize(session.req_header().uri.path())?;
         ctx.route = Route::classify(&path);
         let needs_backends = matches!(ctx.route, Route::TokenCheck | Route::Api | Route::Other);
@@ -329,9 +342,9 @@ impl Gateway {
             let limit = self.upstreams.timeouts.health_probe;
             Box::pin(self.upstreams.first_check(limit)).await;
         }
-        match ctx.route {
+        let next = match ctx.route {
             Route::Login | Route::TokenCheck | Route::Logout => {
-                self.answer_auth(session, ctx.route).await.map(Next::Answer)
+                self.answer_auth(session, ctx).await.map(Next::Answer)
             }
             Route::Docs => {
                 let method = &session.req_header().method;
@@ -339,51 +352,117 @@ impl Gateway {
                     .await
                     .map(Next::Answer)
             }
-            Route::Api | Route::Other => {
-                let forward = self.admit(session, ctx.route, path).await?;
-                forward::settle_connection_header(session.req_header_mut())?;
-                ctx.buffered_body =
-                    request::prepare_forwarded_body(session, self.upstreams.max_body_bytes).await?;
-                Ok(Next::Forward(forward))
-            }
-        }
+            Route::Api | Route::Other => self
+                .prepare_forward(session, ctx, &path)
+                .await
+                .map(Next::Forward),
+        };
+        ctx.path = path;
+        next
+    }
+
+    /// Admission, then the request made ready to forward (its body bounded).
+    async fn prepare_forward(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        path: &str,
+    ) -> Result<Forward, GatewayError> {
+        // One table for the whole request, though a reload may replace it meanwhile.
+        let admission = self.admission.load_full();
+        let lookup = admission.lookup(&session.req_header().method, path);
+        let admitted = self
+            .admit(session, &admission, ctx.route, path, lookup)
+            .await;
+        ctx.operation = lookup.operation.map(|id| (admission, id));
+        let forward = admitted?;
+        forward::settle_connection_header(session.req_header_mut())?;
+        ctx.buffered_body =
+            request::prepare_forwarded_body(session, self.upstreams.max_body_bytes).await?;
+        Ok(forward)
     }
 
     /// Admission (405, 401, 404, 403, 415), then a manager to forward to (503).
     async fn admit(
         &self,
         session: &Session,
+        admission: &Admission,
         route: Route,
-        path: String,
+        path: &str,
+        lookup: Lookup,
     ) -> Result<Forward, GatewayError> {
         let request = access::Request::of(session.req_header(), route, path);
-        let admission = self.admission.load_full();
-        let forward = admission.admit(request, unix_now()).await?;
+        let forward = admission.admit(request, lookup, unix_now()).await?;
         if !self.upstreams.any_active() {
             return Err(GatewayError::no_active_backend());
         }
         Ok(forward)
     }
 
-    /// The auth endpoints take a small JSON body, read whole here.
+    /// Who sent the request: the TCP peer, or the client a trusted proxy names.
+    fn client(&self, session: &Session) -> Option<IpAddr> {
+        let peer = session.client_addr()?.as_inet()?.ip();
+        Some(
+            self.trusted_proxies
+                .client(peer, &session.req_header().headers),
+        )
+    }
+
+    /// The auth endpoints take a small JSON body, read whole here; `ctx` learns whom the
+    /// request was about.
     async fn answer_auth(
         &self,
         session: &mut Session,
-        route: Route,
+        ctx: &mut RequestCtx,
     ) -> Result<LocalResponse, GatewayError> {
         if session.req_header().method != http::Method::POST {
             return Err(GatewayError::MethodNotAllowed { allow: "POST" });
         }
         let body = request::read_body(session, auth::BODY_LIMIT).await?;
-        let header = session.req_header();
-        let client = session
-            .client_addr()
-            .and_then(|a| a.as_inet())
-            .map(|peer| self.trusted_proxies.client(peer.ip(), &header.headers));
-        let req = AuthRequest::of(header, body, client);
+        let req = AuthRequest::of(session.req_header(), body, ctx.client);
+        let serving = self.readiness.check().is_ok();
         self.auth
-            .answer(route, &req, unix_now_ms(), self.readiness.check().is_ok())
+            .answer(ctx.route, &req, unix_now_ms(), serving, &mut ctx.subject)
             .await
+    }
+
+    /// The request as the logs record it, once answered with `status`.
+    fn served<'a>(
+        &'a self,
+        session: &'a Session,
+        ctx: &'a RequestCtx,
+        status: u16,
+        elapsed: Duration,
+    ) -> Served<'a> {
+        let header = session.req_header();
+        // A login or logout names its user once it succeeded (a failed login's name is the
+        // client's text: the audit log records it, the access log does not).
+        let user = match &ctx.forward {
+            Some(forward) => forward.user.as_deref().map(|u| u.username.as_str()),
+            None => ctx
+                .subject
+                .username
+                .as_deref()
+                .filter(|_| (200..300).contains(&status)),
+        };
+        let operation = match (ctx.route, &ctx.operation) {
+            (Route::Api | Route::Other, Some((admission, id))) => admission.template(*id),
+            (Route::Api | Route::Other, None) => "unmatched",
+            (route, _) => route.label(),
+        };
+        Served {
+            request_id: &ctx.id,
+            client: ctx.client,
+            user,
+            method: &header.method,
+            route: ctx.route,
+            operation,
+            path: access_log::logged_path(&ctx.path, &header.uri),
+            status,
+            bytes: session.body_bytes_sent(),
+            elapsed,
+            backend: ctx.attempt.backend().map(|b| b.base.as_str()),
+        }
     }
 
     /// After a redirect or a server error: a backend that is no longer the active manager

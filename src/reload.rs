@@ -1,6 +1,7 @@
 //! Reloading the configuration on SIGHUP (`systemctl reload`), without a restart: the users
-//! file, the TLS certificate and key, the signing keys, the scope table and `access.*`, and
-//! `upstream.servers` are read again.
+//! file, the TLS certificate and key, the signing keys, the scope table and `access.*`,
+//! `upstream.servers` and `log.level` are read again. SIGHUP also reopens the audit file,
+//! whether or not the configuration reloads: logrotate sends it after moving the file away.
 //!
 //! Everything is validated first, by the same `config::load` as `check-config`, and every
 //! new part is built before any is installed: a bad file keeps the whole running
@@ -19,8 +20,10 @@ use pingora::services::background::BackgroundService;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::access::{AccessTable, Admission};
+use crate::audit::Audit;
 use crate::auth::Auth;
 use crate::config::{self, Config, ConfigErrors, TlsMode};
+use crate::logs::{LogError, LogLevel};
 use crate::metrics::Metrics;
 use crate::tls::{self, ServingCert, TlsError};
 use crate::tokens::TokenService;
@@ -34,6 +37,10 @@ pub struct Live {
     pub upstreams: Arc<Upstreams>,
     /// `None` without TLS, or with a generated certificate (nothing to read again).
     pub certificate: Option<Arc<ServingCert>>,
+    /// Reopened on every SIGHUP.
+    pub audit: Arc<Audit>,
+    /// The logger's filter (`log.level`).
+    pub log_level: LogLevel,
 }
 
 /// Why a reload kept the running configuration.
@@ -49,6 +56,8 @@ pub enum ReloadError {
     Upstream(#[from] UpstreamError),
     #[error("certificate: {0}")]
     Certificate(#[from] TlsError),
+    #[error("log.level: {0}")]
+    LogLevel(#[from] LogError),
     #[error("a previous reload stopped midway; restart the gateway")]
     Poisoned,
 }
@@ -71,6 +80,8 @@ struct Prepared {
     backends: Option<Vec<Arc<Backend>>>,
     /// The certificate to serve, with its notAfter (for its metric).
     certificate: Option<(Arc<pingora::tls::sign::CertifiedKey>, i64)>,
+    /// The new `log.level`'s filter, when it changed (and `RUST_LOG` does not set it).
+    log_filter: Option<tracing_subscriber::EnvFilter>,
 }
 
 impl Reloader {
@@ -131,12 +142,17 @@ impl Reloader {
             }
             _ => None,
         };
+        let log_filter = match running.log.level != new.log.level {
+            true => self.live.log_level.parse(&new.log.level)?,
+            false => None,
+        };
         Ok(Prepared {
             users,
             tokens,
             admission,
             backends,
             certificate,
+            log_filter,
         })
     }
 
@@ -157,6 +173,12 @@ impl Reloader {
         {
             serving.replace(certified);
             self.metrics.deployment.tls_cert_expiry(not_after);
+        }
+        if let Some(filter) = prepared.log_filter {
+            // Fails only once the logger is gone, which is at exit.
+            if let Err(e) = live.log_level.install(filter) {
+                tracing::error!(error = %e, "log.level stays as it was");
+            }
         }
     }
 }
@@ -215,6 +237,8 @@ fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
                 != (b.auth.max_concurrent_hashes, b.auth.max_queued_logins),
         ),
         ("upstream (other than servers)", upstream(a) != upstream(b)),
+        ("log.format", a.log.format != b.log.format),
+        ("log.audit_file", a.log.audit_file != b.log.audit_file),
         (
             "state",
             format!("{:?}", a.state) != format!("{:?}", b.state),
@@ -251,7 +275,10 @@ impl BackgroundService for Reloader {
 
 impl Reloader {
     fn on_hangup(&self) {
-        tracing::info!("SIGHUP: reloading the configuration");
+        tracing::info!("SIGHUP: reopening the audit file and reloading the configuration");
+        if let Err(e) = self.live.audit.reopen() {
+            tracing::error!(error = %e, "the audit log stays on the file it had");
+        }
         match self.reload() {
             Ok(()) => {
                 let now = crate::state::unix_now();
@@ -291,5 +318,21 @@ mod tests {
             needs_restart(&running, &moved),
             ["server.listen", "server.threads"]
         );
+    }
+
+    #[test]
+    fn the_log_format_and_audit_file_need_a_restart_but_not_the_level() {
+        let dir = tempfile::tempdir().unwrap();
+        let running = config(dir.path(), "");
+        let relogged = config(
+            dir.path(),
+            "[log]\nformat = \"json\"\nlevel = \"warn\"\naudit_file = \"audit.log\"",
+        );
+        assert_eq!(
+            needs_restart(&running, &relogged),
+            ["log.format", "log.audit_file"]
+        );
+        let quieter = config(dir.path(), "[log]\nlevel = \"warn\"");
+        assert!(needs_restart(&running, &quieter).is_empty());
     }
 }

@@ -19,7 +19,9 @@ use pingora::tls::sign::CertifiedKey;
 use pingora::services::background::background_service;
 
 use crate::access::{AccessTable, Admission};
+use crate::access_log::AccessLog;
 use crate::admin::AdminApp;
+use crate::audit::{Audit, AuditError};
 use crate::auth::Auth;
 use crate::config::{
     AccessConfig, AuthConfig, Config, ServerConfig, TlsMode, UpstreamConfig, UpstreamTrust,
@@ -27,6 +29,7 @@ use crate::config::{
 };
 use crate::connections::ClientConnections;
 use crate::docs::Docs;
+use crate::logs::LogHandles;
 use crate::metrics::Metrics;
 use crate::proxy::Gateway;
 use crate::readiness::{DrainThenStop, Readiness};
@@ -62,6 +65,8 @@ pub enum StartError {
     Upstream(#[from] UpstreamError),
     #[error("state: {0}")]
     State(StateError),
+    #[error("log.audit_file: {0}")]
+    Audit(#[from] AuditError),
     #[error("{key}: cannot listen on {addr}: {source}")]
     Bind {
         key: &'static str,
@@ -91,10 +96,11 @@ pub struct Start {
 const PID_FILE: &str = "clustergate.pid";
 
 /// Runs the gateway until a signal stops it (after draining, on SIGTERM); returns an error
-/// only when it cannot start.
-pub fn run(config: Config, start: Start) -> Result<(), StartError> {
+/// only when it cannot start. `logs`: the logger's output, which JSON access lines go to,
+/// and its filter, which a reload changes.
+pub fn run(config: Config, start: Start, logs: LogHandles) -> Result<(), StartError> {
     let pid_file = config.server.state_dir.join(PID_FILE);
-    let (server, shutdown) = build(config, start)?;
+    let (server, shutdown) = build(config, start, logs)?;
     // Where operators (and an upgrade's successor, which rewrites it) find the process.
     if let Err(e) = std::fs::write(&pid_file, format!("{}\n", std::process::id())) {
         tracing::warn!(file = %pid_file.display(), error = %e, "cannot write the pid file");
@@ -107,7 +113,11 @@ pub fn run(config: Config, start: Start) -> Result<(), StartError> {
 }
 
 /// Builds the pingora server with its services, and what stops it.
-fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartError> {
+fn build(
+    config: Config,
+    start: Start,
+    logs: LogHandles,
+) -> Result<(Server, DrainThenStop), StartError> {
     let running = config.clone();
     let Config {
         source: _,
@@ -119,6 +129,7 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
         upstream,
         access,
         state,
+        log,
     } = config;
     let state_dir = &server_config.state_dir;
     secrets::ensure_private_dir(state_dir).map_err(StartError::StateDir)?;
@@ -131,6 +142,7 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
         check_free("metrics.listen", metrics_config.listen)?;
     }
 
+    let audit = Arc::new(Audit::open(log.audit_file.as_deref())?);
     let metrics = Metrics::new(prometheus::default_registry())?;
     if let Some(certified) = &certificate {
         metrics
@@ -207,6 +219,8 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
             TlsMode::Files { .. } => certificate.clone(),
             _ => None,
         },
+        audit: audit.clone(),
+        log_level: logs.level,
     };
     let reloader = Reloader::new(live, metrics.clone(), running, account_name);
     let gateway = Gateway {
@@ -219,6 +233,8 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
         readiness: readiness.clone(),
         tls: tls_on,
         trusted_proxies: server_config.trusted_proxies.clone(),
+        access_log: AccessLog::new(log.format, logs.writer.clone()),
+        audit: audit.clone(),
     };
     server.add_service(proxy_service(
         &server,
@@ -231,6 +247,8 @@ fn build(config: Config, start: Start) -> Result<(Server, DrainThenStop), StartE
         upstreams,
         readiness: readiness.clone(),
         stores: stores.clone(),
+        log_writer: logs.writer,
+        audit,
     };
     server.add_service(admin_service(admin, metrics_config.listen));
     if let Some(health) = health {

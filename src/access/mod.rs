@@ -11,7 +11,7 @@ use std::sync::Arc;
 use http::{HeaderMap, Method};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
-pub use table::{AccessError, AccessTable, Requirement};
+pub use table::{AccessError, AccessTable, Lookup, OperationId, Requirement};
 
 use crate::auth::Auth;
 use crate::errors::GatewayError;
@@ -45,13 +45,13 @@ pub struct Request<'a> {
     pub route: Route,
     pub method: &'a Method,
     /// Normalized (`paths::normalize`).
-    pub path: String,
+    pub path: &'a str,
     pub query: Option<&'a str>,
     pub headers: &'a HeaderMap,
 }
 
 impl<'a> Request<'a> {
-    pub fn of(header: &'a pingora::http::RequestHeader, route: Route, path: String) -> Self {
+    pub fn of(header: &'a pingora::http::RequestHeader, route: Route, path: &'a str) -> Self {
         Request {
             route,
             method: &header.method,
@@ -89,11 +89,22 @@ impl Admission {
         }
     }
 
-    /// The forwarding decision, or the refusal. API paths need a token unless the gateway
-    /// opened the operation; the web UI's files need none.
+    /// The operation of the table `method path` matches, and what it needs.
+    pub fn lookup(&self, method: &Method, path: &str) -> Lookup {
+        self.table.lookup(method, path)
+    }
+
+    /// The template of an operation `lookup` found, e.g. `/api/pool/{pool_name}`.
+    pub fn template(&self, id: OperationId) -> &str {
+        self.table.template(id)
+    }
+
+    /// The forwarding decision, or the refusal, given the request's `lookup`. API paths
+    /// need a token unless the gateway opened the operation; the web UI's files need none.
     pub async fn admit(
         &self,
         request: Request<'_>,
+        lookup: Lookup,
         now: UnixTime,
     ) -> Result<Forward, GatewayError> {
         if !FORWARDED_METHODS.contains(request.method) {
@@ -101,15 +112,15 @@ impl Admission {
                 allow: "GET, HEAD, POST, PUT, PATCH, DELETE",
             });
         }
-        let requirement = self.table.requirement(request.method, &request.path);
+        let requirement = lookup.requirement;
         let user = match requirement {
             Ok(Requirement::Open) => None,
             Err(_) if request.route != Route::Api => None,
             _ => Some(self.auth.authenticate(request.headers, now).await?),
         };
-        let refused = |e| GatewayError::refused_access(e, &request.path);
+        let refused = |e| GatewayError::refused_access(e, request.path);
         let requirement = requirement.map_err(refused)?;
-        if self.changes_service_account(request.method, &request.path) {
+        if self.changes_service_account(request.method, request.path) {
             return Err(GatewayError::NotOffered);
         }
         if let Some(user) = &user {
@@ -118,7 +129,7 @@ impl Admission {
         let accept = self.media_type(&request)?;
         let path_and_query = match request.query {
             Some(query) => format!("{}?{query}", request.path),
-            None => request.path,
+            None => request.path.to_string(),
         };
         Ok(Forward {
             path_and_query,

@@ -48,12 +48,25 @@ enum Segment {
 #[derive(Debug)]
 struct Operation {
     method: Method,
+    /// The path as the table writes it, e.g. `/api/pool/{pool_name}`.
+    template: String,
     segments: Vec<Segment>,
     /// Literal segments count: the most specific template wins.
     literals: usize,
     /// `None`: public on the dashboard but closed at the gateway.
     requirement: Option<Requirement>,
     not_offered: bool,
+}
+
+/// Which operation of the table a request matched (what the logs name it by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OperationId(usize);
+
+/// What a lookup found: the operation the path matched, if any, and what the request needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lookup {
+    pub operation: Option<OperationId>,
+    pub requirement: Result<Requirement, AccessError>,
 }
 
 /// The compiled table. Nearly every operation starts with `/api`, so operations are
@@ -94,6 +107,7 @@ impl AccessTable {
                 let segments: Vec<Segment> = split(&rule.path).map(segment).collect();
                 Operation {
                     method: rule.method.clone(),
+                    template: rule.path.clone(),
                     literals: segments
                         .iter()
                         .filter(|s| matches!(s, Segment::Literal(_)))
@@ -121,50 +135,58 @@ impl AccessTable {
         }
     }
 
-    /// The operations that may match `path`: those stored along its literal prefix.
-    fn candidates<'a>(&'a self, path: &'a [&'a str]) -> impl Iterator<Item = &'a Operation> + 'a {
+    /// The operations that may match `path`, with their index: those stored along its
+    /// literal prefix.
+    fn candidates<'a>(
+        &'a self,
+        path: &'a [&'a str],
+    ) -> impl Iterator<Item = (usize, &'a Operation)> + 'a {
         let mut segments = path.iter();
         std::iter::successors(Some(&self.by_prefix), move |node| {
             segments.next().and_then(|s| node.children.get(*s))
         })
         .flat_map(|node| &node.operations)
-        .filter_map(|i| self.operations.get(*i))
+        .filter_map(|i| self.operations.get(*i).map(|op| (*i, op)))
     }
 
     pub fn len(&self) -> usize {
         self.operations.len()
     }
 
-    /// What `method path` (a normalized path) needs. An operation of the same path but
-    /// another method needs that path's scope with the permission the method implies;
-    /// an open operation stays open only for HEAD next to its GET.
-    pub fn requirement(&self, method: &Method, path: &str) -> Result<Requirement, AccessError> {
+    /// The template of an operation a lookup found.
+    pub fn template(&self, id: OperationId) -> &str {
+        self.operations
+            .get(id.0)
+            .map_or("", |op| op.template.as_str())
+    }
+
+    /// What `method path` (a normalized path) needs, and the operation it matched. An
+    /// operation of the same path but another method needs that path's scope with the
+    /// permission the method implies; an open operation stays open only for HEAD next to
+    /// its GET.
+    pub fn lookup(&self, method: &Method, path: &str) -> Lookup {
         let segments: Vec<&str> = split(path).collect();
         let best = |any_method: bool| {
             self.candidates(&segments)
-                .filter(|op| any_method || op.method == *method)
-                .filter(|op| matches(&op.segments, &segments))
-                .max_by_key(|op| (op.literals, op.segments.len(), op.method == *method))
+                .filter(|(_, op)| any_method || op.method == *method)
+                .filter(|(_, op)| matches(&op.segments, &segments))
+                .max_by_key(|(_, op)| (op.literals, op.segments.len(), op.method == *method))
         };
-        if let Some(op) = best(false) {
-            if op.not_offered {
-                return Err(AccessError::NotOffered);
-            }
-            return op.requirement.ok_or(AccessError::Closed);
-        }
-        let op = best(true).ok_or(AccessError::UnknownPath)?;
-        if op.not_offered {
-            return Err(AccessError::NotOffered);
-        }
-        match op.requirement {
-            Some(Requirement::Scoped(scope, _)) => {
-                Ok(Requirement::Scoped(scope, Permission::for_method(method)))
-            }
-            Some(Requirement::Token) => Ok(Requirement::Token),
-            Some(Requirement::Open) if *method == Method::HEAD && op.method == Method::GET => {
-                Ok(Requirement::Open)
-            }
-            Some(Requirement::Open) | None => Err(AccessError::Closed),
+        let (index, op, exact) = match best(false) {
+            Some((index, op)) => (index, op, true),
+            None => match best(true) {
+                Some((index, op)) => (index, op, false),
+                None => {
+                    return Lookup {
+                        operation: None,
+                        requirement: Err(AccessError::UnknownPath),
+                    }
+                }
+            },
+        };
+        Lookup {
+            operation: Some(OperationId(index)),
+            requirement: requirement_of(op, method, exact),
         }
     }
 
@@ -176,6 +198,30 @@ impl AccessTable {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// What `method` needs on `op`'s path: `exact` when `op` is the operation of that method.
+fn requirement_of(
+    op: &Operation,
+    method: &Method,
+    exact: bool,
+) -> Result<Requirement, AccessError> {
+    if op.not_offered {
+        return Err(AccessError::NotOffered);
+    }
+    if exact {
+        return op.requirement.ok_or(AccessError::Closed);
+    }
+    match op.requirement {
+        Some(Requirement::Scoped(scope, _)) => {
+            Ok(Requirement::Scoped(scope, Permission::for_method(method)))
+        }
+        Some(Requirement::Token) => Ok(Requirement::Token),
+        Some(Requirement::Open) if *method == Method::HEAD && op.method == Method::GET => {
+            Ok(Requirement::Open)
+        }
+        Some(Requirement::Open) | None => Err(AccessError::Closed),
     }
 }
 
@@ -283,6 +329,39 @@ mod tests {
             grants: Grants::of(&[role]),
             enabled: true,
         })
+    }
+
+    impl AccessTable {
+        fn requirement(&self, method: &Method, path: &str) -> Result<Requirement, AccessError> {
+            self.lookup(method, path).requirement
+        }
+    }
+
+    #[test]
+    fn a_lookup_names_the_template_the_path_matched() {
+        let t = table();
+        let name = |m: Method, p: &str| {
+            t.lookup(&m, p)
+                .operation
+                .map(|id| t.template(id).to_string())
+        };
+        assert_eq!(
+            name(Method::GET, "/api/pool/rbd").as_deref(),
+            Some("/api/pool/{pool_name}")
+        );
+        assert_eq!(
+            name(Method::GET, "/api/pool/_info").as_deref(),
+            Some("/api/pool/_info")
+        );
+        assert_eq!(
+            name(Method::DELETE, "/api/pool/rbd").as_deref(),
+            Some("/api/pool/{pool_name}")
+        );
+        assert_eq!(
+            name(Method::GET, "/index.html").as_deref(),
+            Some("/{path:.*}")
+        );
+        assert_eq!(name(Method::GET, "/api/nonexistent"), None);
     }
 
     fn scoped(scope: Scope, permission: Permission) -> Result<Requirement, AccessError> {

@@ -60,7 +60,7 @@ impl Auth {
 #[cfg(test)]
 mod tests {
     use super::super::testing::{auth_limited, credentials, hashes, post, request, NOW_MS};
-    use super::super::AuthRequest;
+    use super::super::{AuthRequest, AuthSubject};
     use crate::state::BucketRate;
 
     const RATE: BucketRate = BucketRate {
@@ -80,13 +80,21 @@ mod tests {
         let headers = post("application/vnd.ceph.api.v1.0+json");
         for user in ["a", "b", "c"] {
             let refused = auth
-                .login(&from(&headers, "192.0.2.1", user, "x"), NOW_MS)
+                .login(
+                    &from(&headers, "192.0.2.1", user, "x"),
+                    NOW_MS,
+                    &mut AuthSubject::default(),
+                )
                 .await;
             assert_eq!(refused.unwrap_err().status(), 400);
         }
         let before = hashes(&auth);
         let err = auth
-            .login(&from(&headers, "192.0.2.1", "admin", "pw"), NOW_MS + 500)
+            .login(
+                &from(&headers, "192.0.2.1", "admin", "pw"),
+                NOW_MS + 500,
+                &mut AuthSubject::default(),
+            )
             .await
             .unwrap_err();
         assert_eq!(err.status(), 429);
@@ -94,11 +102,19 @@ mod tests {
         assert_eq!(hashes(&auth), before, "no password was hashed");
         // Another client, and this one once a token has refilled, log in.
         assert!(auth
-            .login(&from(&headers, "192.0.2.2", "admin", "pw"), NOW_MS)
+            .login(
+                &from(&headers, "192.0.2.2", "admin", "pw"),
+                NOW_MS,
+                &mut AuthSubject::default()
+            )
             .await
             .is_ok());
         assert!(auth
-            .login(&from(&headers, "192.0.2.1", "admin", "pw"), NOW_MS + 20_000)
+            .login(
+                &from(&headers, "192.0.2.1", "admin", "pw"),
+                NOW_MS + 20_000,
+                &mut AuthSubject::default()
+            )
             .await
             .is_ok());
     }
@@ -109,19 +125,29 @@ mod tests {
         let headers = post("application/vnd.ceph.api.v1.0+json");
         for _ in 0..10 {
             let req = from(&headers, "192.0.2.1", "admin", "pw");
-            assert!(auth.login(&req, NOW_MS).await.is_ok());
+            assert!(auth
+                .login(&req, NOW_MS, &mut AuthSubject::default())
+                .await
+                .is_ok());
         }
         let mut bad_body = request(&headers, "{}");
         bad_body.client = Some("192.0.2.1".parse().unwrap());
         for _ in 0..10 {
             assert_eq!(
-                auth.login(&bad_body, NOW_MS).await.unwrap_err().status(),
+                auth.login(&bad_body, NOW_MS, &mut AuthSubject::default())
+                    .await
+                    .unwrap_err()
+                    .status(),
                 400
             );
         }
         for user in ["a", "b", "c"] {
             let refused = auth
-                .login(&from(&headers, "192.0.2.1", user, "x"), NOW_MS)
+                .login(
+                    &from(&headers, "192.0.2.1", user, "x"),
+                    NOW_MS,
+                    &mut AuthSubject::default(),
+                )
                 .await;
             assert_eq!(refused.unwrap_err().status(), 400, "{user}");
         }
@@ -137,12 +163,20 @@ mod tests {
         for i in 0..3 {
             let ip = format!("192.0.2.{i}");
             assert!(auth
-                .login(&from(&headers, &ip, "admin", "bad"), NOW_MS)
+                .login(
+                    &from(&headers, &ip, "admin", "bad"),
+                    NOW_MS,
+                    &mut AuthSubject::default()
+                )
                 .await
                 .is_err());
         }
         let locked = auth
-            .login(&from(&headers, "192.0.2.9", "admin", "pw"), NOW_MS)
+            .login(
+                &from(&headers, "192.0.2.9", "admin", "pw"),
+                NOW_MS,
+                &mut AuthSubject::default(),
+            )
             .await;
         assert_eq!(locked.unwrap_err().status(), 400);
     }
@@ -154,19 +188,29 @@ mod tests {
         for i in 1..=3 {
             let ip = format!("2001:db8:1:2::{i}");
             assert_eq!(
-                auth.login(&from(&headers, &ip, "x", "x"), NOW_MS)
-                    .await
-                    .unwrap_err()
-                    .status(),
+                auth.login(
+                    &from(&headers, &ip, "x", "x"),
+                    NOW_MS,
+                    &mut AuthSubject::default()
+                )
+                .await
+                .unwrap_err()
+                .status(),
                 400
             );
         }
         let same_64 = from(&headers, "2001:db8:1:2:ffff::1", "admin", "pw");
         assert_eq!(
-            auth.login(&same_64, NOW_MS).await.unwrap_err().status(),
+            auth.login(&same_64, NOW_MS, &mut AuthSubject::default())
+                .await
+                .unwrap_err()
+                .status(),
             429
         );
         let next_64 = from(&headers, "2001:db8:1:3::1", "admin", "pw");
-        assert!(auth.login(&next_64, NOW_MS).await.is_ok());
+        assert!(auth
+            .login(&next_64, NOW_MS, &mut AuthSubject::default())
+            .await
+            .is_ok());
     }
 }

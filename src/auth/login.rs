@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{request::string_field, Auth, AuthRequest, AUTH_VERSION};
+use super::{request::string_field, Auth, AuthRequest, AuthSubject, AUTH_VERSION};
 use crate::config::LockoutPolicy;
 use crate::errors::GatewayError;
 use crate::metrics::LoginResult;
@@ -14,13 +14,26 @@ use crate::state::{UnixMillis, UnixTime};
 use crate::users::User;
 use crate::versioning;
 
+/// Where a login attempt stands with the username's lockout, decided before its password
+/// is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    Allowed,
+    /// The last one allowed: the username is locked unless it succeeds.
+    Last,
+    /// Locked: refused without checking the password.
+    Locked,
+}
+
 impl Auth {
+    /// `subject` learns the username tried and whether the attempt locked it.
     pub async fn login(
         &self,
         req: &AuthRequest<'_>,
         now_ms: UnixMillis,
+        subject: &mut AuthSubject,
     ) -> Result<LocalResponse, GatewayError> {
-        let result = self.try_login(req, now_ms).await;
+        let result = self.try_login(req, now_ms, subject).await;
         self.metrics.login(match &result {
             Ok(_) => LoginResult::Success,
             Err(GatewayError::InvalidCredentials) => LoginResult::InvalidCredentials,
@@ -36,6 +49,7 @@ impl Auth {
         &self,
         req: &AuthRequest<'_>,
         now_ms: UnixMillis,
+        subject: &mut AuthSubject,
     ) -> Result<LocalResponse, GatewayError> {
         let now = now_ms / 1000;
         let negotiated =
@@ -46,12 +60,13 @@ impl Auth {
             )
         })?;
         let username = string_field(&body, "username")?;
+        subject.username = Some(username.clone());
         let password = string_field(&body, "password")?;
 
         // Both limits apply: the client's bucket first, so that a client refused here
         // costs no hash and counts against no username.
         let taken = self.take_login_token(req.client, now_ms).await?;
-        let checked = self.check_password(&username, password, now).await;
+        let checked = self.check_password(&username, password, now, subject).await;
         if !matches!(checked, Err(GatewayError::InvalidCredentials)) {
             self.give_back_login_token(taken, now_ms).await?;
         }
@@ -81,31 +96,47 @@ impl Auth {
     }
 
     /// The user, if `password` is theirs and their username is not locked out; every
-    /// refusal is `InvalidCredentials`.
+    /// refusal is `InvalidCredentials`. `subject` learns whether this failure locked the
+    /// username.
     async fn check_password(
         &self,
         username: &str,
         password: String,
         now: UnixTime,
+        subject: &mut AuthSubject,
     ) -> Result<Arc<User>, GatewayError> {
         let user = self.users.load().active(username).cloned();
-        let admitted = match (&user, self.lockout) {
+        let attempt = match (&user, self.lockout) {
             (Some(_), Some(policy)) => self.admit(username, policy, now).await?,
-            _ => true,
+            _ => Attempt::Allowed,
         };
         // A refused or unknown user is checked against a dummy hash: same cost, never a match.
         let hash = user
             .as_ref()
-            .filter(|_| admitted)
+            .filter(|_| attempt != Attempt::Locked)
             .map(|u| u.password_hash.clone());
         self.metrics.password_verified();
         let verified = self.passwords.verify(hash, password).await?;
 
         // `?username`: the name is the client's text, escaped so it cannot forge log lines.
-        user.filter(|_| verified).ok_or_else(|| {
-            tracing::info!(username = ?username, locked_out = !admitted, "login refused");
-            GatewayError::InvalidCredentials
-        })
+        let Some(user) = user.filter(|_| verified) else {
+            let locked_out = attempt == Attempt::Locked;
+            tracing::info!(username = ?username, locked_out, "login refused");
+            if attempt == Attempt::Last {
+                subject.locked = true;
+                self.locked_out(username);
+            }
+            return Err(GatewayError::InvalidCredentials);
+        };
+        Ok(user)
+    }
+
+    /// The last attempt allowed failed: the lock `admit` set holds (counted once per lock).
+    fn locked_out(&self, username: &str) {
+        self.metrics.lockout();
+        if let Some(policy) = self.lockout {
+            tracing::warn!(username = ?username, attempts = policy.attempts, lock_seconds = policy.duration.as_secs(), "user locked out after consecutive failed logins");
+        }
     }
 
     /// Counts this attempt before the slow hash, so that concurrent attempts cannot all
@@ -116,24 +147,22 @@ impl Auth {
         username: &str,
         policy: LockoutPolicy,
         now: UnixTime,
-    ) -> Result<bool, GatewayError> {
+    ) -> Result<Attempt, GatewayError> {
         let lockouts = &self.stores.lockouts;
         if lockouts.locked_until(username, now).await?.is_some() {
-            return Ok(false);
+            return Ok(Attempt::Locked);
         }
         let attempts = lockouts.record_failure(username, now).await?;
         if attempts < policy.attempts {
-            return Ok(true);
+            return Ok(Attempt::Allowed);
         }
         // The last attempt allowed may still succeed; the lock holds if it does not.
         let until = now.saturating_add(policy.duration.as_secs());
         lockouts.lock(username, until).await?;
-        if attempts == policy.attempts {
-            self.metrics.lockout();
-            tracing::warn!(username = ?username, attempts, lock_seconds = policy.duration.as_secs(), "user locked out after consecutive failed logins");
-            return Ok(true);
-        }
-        Ok(false)
+        Ok(match attempts == policy.attempts {
+            true => Attempt::Last,
+            false => Attempt::Locked,
+        })
     }
 }
 
@@ -149,7 +178,10 @@ mod tests {
         let auth = auth();
         let headers = post("application/vnd.ceph.api.v1.0+json");
         let req = request(&headers, r#"{"username":"admin","password":"pw"}"#);
-        let response = auth.login(&req, NOW_MS).await.unwrap();
+        let response = auth
+            .login(&req, NOW_MS, &mut AuthSubject::default())
+            .await
+            .unwrap();
         assert_eq!(response.status, 201);
         assert_eq!(response.content_type, "application/vnd.ceph.api.v1.0+json");
         let body = body_of(&response);
@@ -182,7 +214,7 @@ mod tests {
             let req = request(&headers, body);
             assert!(
                 matches!(
-                    auth.login(&req, NOW_MS).await,
+                    auth.login(&req, NOW_MS, &mut AuthSubject::default()).await,
                     Err(GatewayError::InvalidCredentials)
                 ),
                 "{body}"
@@ -196,16 +228,41 @@ mod tests {
         let headers = post("application/vnd.ceph.api.v1.0+json");
         let attempt = |pw: &str| request(&headers, credentials("admin", pw));
         for _ in 0..3 {
-            assert!(auth.login(&attempt("bad"), NOW_MS).await.is_err());
+            assert!(auth
+                .login(&attempt("bad"), NOW_MS, &mut AuthSubject::default())
+                .await
+                .is_err());
         }
         assert!(matches!(
-            auth.login(&attempt("pw"), NOW_MS + 1000).await,
+            auth.login(&attempt("pw"), NOW_MS + 1000, &mut AuthSubject::default())
+                .await,
             Err(GatewayError::InvalidCredentials)
         ));
+        let later = (NOW + LOCKOUT_SECONDS + 1) * 1000;
         assert!(auth
-            .login(&attempt("pw"), (NOW + LOCKOUT_SECONDS + 1) * 1000)
+            .login(&attempt("pw"), later, &mut AuthSubject::default())
             .await
             .is_ok());
+    }
+
+    /// The audit log names the username tried and the failure that locked it, once.
+    #[tokio::test]
+    async fn the_subject_is_the_username_tried_and_the_failure_that_locked_it() {
+        let auth = auth();
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            let mut subject = AuthSubject::default();
+            let req = request(&headers, credentials("admin", "bad"));
+            assert!(auth.login(&req, NOW_MS, &mut subject).await.is_err());
+            assert_eq!(subject.username.as_deref(), Some("admin"));
+            seen.push(subject.locked);
+        }
+        assert_eq!(seen, [false, false, true, false]);
+        let mut subject = AuthSubject::default();
+        let req = request(&headers, credentials("nobody", "pw"));
+        assert!(auth.login(&req, NOW_MS, &mut subject).await.is_err());
+        assert_eq!(subject.username.as_deref(), Some("nobody"));
     }
 
     #[tokio::test]
@@ -220,11 +277,17 @@ mod tests {
                 .map(str::to_string)
         };
         for _ in 0..2 {
-            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+            assert!(auth
+                .login(&attempt("bad"), NOW_MS, &mut AuthSubject::default())
+                .await
+                .is_err());
         }
         assert_eq!(lockouts().as_deref(), Some("0"));
         for _ in 0..3 {
-            assert!(auth.login(&attempt("bad"), NOW).await.is_err());
+            assert!(auth
+                .login(&attempt("bad"), NOW_MS, &mut AuthSubject::default())
+                .await
+                .is_err());
         }
         assert_eq!(lockouts().as_deref(), Some("1"));
     }
@@ -239,7 +302,9 @@ mod tests {
             let headers = headers.clone();
             attempts.spawn(async move {
                 let req = request(&headers, r#"{"username":"admin","password":"bad"}"#);
-                auth.login(&req, NOW_MS).await.is_err()
+                auth.login(&req, NOW_MS, &mut AuthSubject::default())
+                    .await
+                    .is_err()
             });
         }
         while let Some(refused) = attempts.join_next().await {
@@ -247,7 +312,7 @@ mod tests {
         }
         let req = request(&headers, r#"{"username":"admin","password":"pw"}"#);
         assert!(matches!(
-            auth.login(&req, NOW_MS).await,
+            auth.login(&req, NOW_MS, &mut AuthSubject::default()).await,
             Err(GatewayError::InvalidCredentials)
         ));
     }
@@ -259,13 +324,25 @@ mod tests {
         let headers = post("application/vnd.ceph.api.v1.0+json");
         let attempt = |pw: &str| request(&headers, credentials("admin", pw));
         for _ in 0..2 {
-            assert!(auth.login(&attempt("bad"), NOW_MS).await.is_err());
+            assert!(auth
+                .login(&attempt("bad"), NOW_MS, &mut AuthSubject::default())
+                .await
+                .is_err());
         }
-        assert!(auth.login(&attempt("pw"), NOW_MS).await.is_ok());
+        assert!(auth
+            .login(&attempt("pw"), NOW_MS, &mut AuthSubject::default())
+            .await
+            .is_ok());
         for _ in 0..2 {
-            assert!(auth.login(&attempt("bad"), NOW_MS).await.is_err());
+            assert!(auth
+                .login(&attempt("bad"), NOW_MS, &mut AuthSubject::default())
+                .await
+                .is_err());
         }
-        assert!(auth.login(&attempt("pw"), NOW_MS).await.is_ok());
+        assert!(auth
+            .login(&attempt("pw"), NOW_MS, &mut AuthSubject::default())
+            .await
+            .is_ok());
     }
 
     #[tokio::test]
@@ -273,7 +350,13 @@ mod tests {
         let auth = auth();
         let headers = post("*/*");
         let req = request(&headers, "not json");
-        assert_eq!(auth.login(&req, NOW_MS).await.unwrap_err().status(), 415);
+        assert_eq!(
+            auth.login(&req, NOW_MS, &mut AuthSubject::default())
+                .await
+                .unwrap_err()
+                .status(),
+            415
+        );
     }
 
     #[tokio::test]
@@ -289,7 +372,10 @@ mod tests {
             r#"{"username":1,"password":"x"}"#,
         ] {
             let req = request(&headers, body.to_string());
-            let err = auth.login(&req, NOW_MS).await.unwrap_err();
+            let err = auth
+                .login(&req, NOW_MS, &mut AuthSubject::default())
+                .await
+                .unwrap_err();
             assert!(
                 matches!(err, GatewayError::BadRequest { .. }),
                 "{body}: {err:?}"

@@ -3,17 +3,19 @@
 
 use serde_json::json;
 
-use super::{Auth, AuthRequest, AUTH_VERSION};
+use super::{Auth, AuthRequest, AuthSubject, AUTH_VERSION};
 use crate::errors::GatewayError;
 use crate::respond::LocalResponse;
 use crate::state::UnixTime;
 use crate::versioning;
 
 impl Auth {
+    /// `subject` learns whose token it was.
     pub async fn logout(
         &self,
         req: &AuthRequest<'_>,
         now: UnixTime,
+        subject: &mut AuthSubject,
     ) -> Result<LocalResponse, GatewayError> {
         let negotiated =
             versioning::negotiate(req.accept().as_deref(), &self.vendor, AUTH_VERSION, false)?;
@@ -24,6 +26,7 @@ impl Auth {
             .load()
             .verify_issued(token)
             .map_err(|_| GatewayError::Unauthorized)?;
+        subject.username = Some(claims.username.clone());
         self.stores
             .revocations
             .revoke(&claims.jti, claims.exp, now)
@@ -65,8 +68,10 @@ mod tests {
         let headers = with_bearer(&token);
         let req = request(&headers, "");
         assert!(auth.authenticate(&headers, NOW).await.is_ok());
-        let response = auth.logout(&req, NOW).await.unwrap();
+        let mut subject = AuthSubject::default();
+        let response = auth.logout(&req, NOW, &mut subject).await.unwrap();
         assert_eq!(response.status, 200);
+        assert_eq!(subject.username.as_deref(), Some("admin"));
         assert!(response.headers[0]
             .1
             .contains("Max-Age=0; HttpOnly; Path=/"));
@@ -74,7 +79,13 @@ mod tests {
             auth.authenticate(&headers, NOW).await,
             Err(GatewayError::Unauthorized)
         ));
-        assert_eq!(auth.logout(&req, NOW).await.unwrap().status, 200);
+        assert_eq!(
+            auth.logout(&req, NOW, &mut AuthSubject::default())
+                .await
+                .unwrap()
+                .status,
+            200
+        );
     }
 
     #[tokio::test]
@@ -88,7 +99,13 @@ mod tests {
             .token;
         let headers = with_bearer(&token);
         let req = request(&headers, "");
-        assert_eq!(auth.logout(&req, NOW).await.unwrap().status, 200);
+        assert_eq!(
+            auth.logout(&req, NOW, &mut AuthSubject::default())
+                .await
+                .unwrap()
+                .status,
+            200
+        );
     }
 
     #[tokio::test]
@@ -97,13 +114,13 @@ mod tests {
         let none = post("application/vnd.ceph.api.v1.0+json");
         let req = request(&none, "");
         assert!(matches!(
-            auth.logout(&req, NOW).await,
+            auth.logout(&req, NOW, &mut AuthSubject::default()).await,
             Err(GatewayError::Unauthorized)
         ));
         let garbage = with_bearer("a.b.c");
         let req = request(&garbage, "");
         assert!(matches!(
-            auth.logout(&req, NOW).await,
+            auth.logout(&req, NOW, &mut AuthSubject::default()).await,
             Err(GatewayError::Unauthorized)
         ));
     }

@@ -47,6 +47,15 @@ pub struct Auth {
     pub tls: bool,
 }
 
+/// Whom an auth endpoint's request was about, for the logs: the username a login tried
+/// (the client's text, whether or not such a user exists) or the user whose token logged
+/// out; and whether this login's failure locked the username.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct AuthSubject {
+    pub username: Option<String>,
+    pub locked: bool,
+}
+
 /// Why a token was not accepted.
 #[derive(Debug, thiserror::Error)]
 enum TokenRejection {
@@ -63,22 +72,24 @@ enum TokenRejection {
 }
 
 impl Auth {
-    /// Answers an auth endpoint's request at `now_ms`. `serving`: whether the dashboards
-    /// can serve; the token check tells balancers when they cannot.
+    /// Answers an auth endpoint's request at `now_ms`, telling `subject` whom it was about.
+    /// `serving`: whether the dashboards can serve; the token check tells balancers when
+    /// they cannot.
     pub async fn answer(
         &self,
         route: Route,
         req: &AuthRequest<'_>,
         now_ms: UnixMillis,
         serving: bool,
+        subject: &mut AuthSubject,
     ) -> Result<LocalResponse, GatewayError> {
         let now = now_ms / 1000;
         match route {
             // Boxed: a login's future is large, and the caller's future (moved into a box on
             // every request by `async_trait`) would otherwise be as large.
-            Route::Login => Box::pin(self.login(req, now_ms)).await,
+            Route::Login => Box::pin(self.login(req, now_ms, subject)).await,
             Route::TokenCheck => self.check(req, now, serving).await,
-            Route::Logout => self.logout(req, now).await,
+            Route::Logout => self.logout(req, now, subject).await,
             _ => Err(GatewayError::not_found("/api/auth")),
         }
     }

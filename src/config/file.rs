@@ -13,6 +13,7 @@ pub(super) struct FileConfig {
     pub upstream: Option<UpstreamSection>,
     pub access: AccessSection,
     pub state: StateSection,
+    pub log: LogSection,
 }
 
 #[derive(Debug, Deserialize)]
@@ -199,6 +200,24 @@ impl Default for RedisSection {
             key_prefix: "clustergate:".into(),
             connect_timeout_ms: 1000,
             command_timeout_ms: 500,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct LogSection {
+    pub format: String,
+    pub level: String,
+    pub audit_file: Option<String>,
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        Self {
+            format: "text".into(),
+            level: "info".into(),
+            audit_file: None,
         }
     }
 }

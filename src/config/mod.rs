@@ -1,13 +1,15 @@
 //! The only reader of configuration files: TOML is parsed into private file structs,
 //! validated once, and turned into the typed [`Config`] the rest of the gateway uses.
 //! Every problem is collected and reported together, naming the file and the key. One
-//! module per section validates it (`server`, `auth`, `users`, `upstream`, `access`);
+//! module per section validates it (`server`, `auth`, `users`, `upstream`, `access`,
+//! `state`, `log`);
 //! files a section names (secret, certificate, users, scope table) are read here, once.
 
 mod access;
 mod auth;
 mod error;
 mod file;
+mod log;
 mod parse;
 mod server;
 mod state;
@@ -19,6 +21,7 @@ use std::path::{Path, PathBuf};
 pub use access::{AccessConfig, OperationRule};
 pub use auth::{ApiConfig, AuthConfig, LockoutPolicy};
 pub use error::{ConfigError, ConfigErrors};
+pub use log::{LogConfig, LogFormat};
 pub use server::{ClientLimits, MetricsConfig, ServerConfig, TlsMode};
 pub use upstream::{BackendUrl, Timeouts, UpstreamConfig, UpstreamTrust};
 pub use users::UsersConfig;
@@ -41,6 +44,7 @@ pub struct Config {
     pub access: AccessConfig,
     /// Where revocations, lockouts and the service account's token live.
     pub state: StateConfig,
+    pub log: LogConfig,
 }
 
 /// Reads and validates the configuration file and the files it names.
@@ -75,6 +79,7 @@ impl Config {
             .map(|u| upstream::validate(&mut errors, &at, u));
         let access = access::validate(&mut errors, &at, file.access, upstream.is_some());
         let state = state::validate(&mut errors, &at, file.state);
+        let log = log::validate(&mut errors, &at, file.log);
         let (Some((server, metrics)), true) = (listeners, errors.is_empty()) else {
             return Err(errors);
         };
@@ -93,6 +98,7 @@ impl Config {
             upstream,
             access,
             state,
+            log,
         })
     }
 }

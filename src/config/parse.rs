@@ -71,12 +71,13 @@ pub(super) fn sections(text: &str, source: &Path, errors: &mut ConfigErrors) -> 
         upstream: typed_section(errors, source, "upstream", section("upstream")),
         access: typed_section(errors, source, "access", section("access")).unwrap_or_default(),
         state: typed_section(errors, source, "state", section("state")).unwrap_or_default(),
+        log: typed_section(errors, source, "log", section("log")).unwrap_or_default(),
     };
     for key in table.keys() {
         errors.push(
             source,
             key_name(key),
-            "unknown section or key (sections: server, metrics, api, auth, upstream, access, state)",
+            "unknown section or key (sections: server, metrics, api, auth, upstream, access, state, log)",
         );
     }
     Some(file)

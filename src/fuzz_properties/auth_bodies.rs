@@ -17,7 +17,7 @@ use super::cases;
 use super::mutate::{Corpus, Mutant};
 use crate::auth::request::client_token;
 use crate::auth::testing::{auth, body_of, NOW, NOW_MS};
-use crate::auth::{Auth, AuthRequest};
+use crate::auth::{Auth, AuthRequest, AuthSubject};
 
 /// The endpoints' shared state, and tokens it issued.
 struct Fixture {
@@ -304,7 +304,7 @@ proptest! {
             (true, false, true) => login_model(&body).ok_or(400),
         };
         let req = AuthRequest { headers: &headers, query: None, body: body.clone(), client: None };
-        match (block_on(f.auth.login(&req, NOW_MS)), expected) {
+        match (block_on(f.auth.login(&req, NOW_MS, &mut AuthSubject::default())), expected) {
             (Ok(response), Ok(user)) => {
                 prop_assert_eq!(response.status, 201);
                 let answer = body_of(&response);

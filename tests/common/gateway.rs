@@ -35,6 +35,8 @@ pub struct Gateway {
     pub(super) drain_seconds: f64,
     /// Environment variables of the process.
     pub(super) env: Vec<(String, String)>,
+    /// Environment variables the process does not inherit from the test's.
+    pub(super) env_removed: Vec<String>,
 }
 
 impl Default for Gateway {
@@ -58,6 +60,7 @@ impl Gateway {
             upstream: None,
             drain_seconds: 0.0,
             env: Vec::new(),
+            env_removed: Vec::new(),
         }
     }
     /// Admin (administrator) and viewer (read-only), the dashboard transcripts' two users.
@@ -82,6 +85,11 @@ impl Gateway {
     }
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.into(), value.into()));
+        self
+    }
+    /// `key` unset in the process even when the test runs with it (`RUST_LOG`).
+    pub fn env_removed(mut self, key: &str) -> Self {
+        self.env_removed.push(key.into());
         self
     }
 
@@ -236,6 +244,7 @@ impl Gateway {
         ) + &self.upstream_text()
             + &self.optional_section("state")
             + &self.optional_section("state.redis")
+            + &self.optional_section("log")
     }
 
     /// `[name]` with its extra lines, when a test added any.

@@ -68,7 +68,11 @@ impl RunningGateway {
             fs::File::create(self.dir.path().join(format!("stdout.{}.log", self.runs))).unwrap();
         let stderr =
             fs::File::create(self.dir.path().join(format!("stderr.{}.log", self.runs))).unwrap();
-        Command::new(BIN)
+        let mut command = Command::new(BIN);
+        for key in &self.spec.env_removed {
+            command.env_remove(key);
+        }
+        command
             .args(["run", "--config"])
             .arg(&config)
             .args(extra)
@@ -264,13 +268,24 @@ impl RunningGateway {
         out
     }
 
-    /// Send SIGTERM to our child, by pid.
-    pub fn sigterm(&self) {
+    /// What the latest run wrote to standard error.
+    pub fn stderr(&self) -> String {
+        fs::read_to_string(self.dir.path().join(format!("stderr.{}.log", self.runs)))
+            .unwrap_or_default()
+    }
+
+    /// Send `signal` (`TERM`, `HUP`, ...) to our child, by pid.
+    pub fn signal(&self, signal: &str) {
         let status = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
+            .args([format!("-{signal}"), self.pid().to_string()])
             .status()
             .unwrap();
-        assert!(status.success(), "kill -TERM failed");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Send SIGTERM to our child, by pid.
+    pub fn sigterm(&self) {
+        self.signal("TERM");
     }
 
     /// Stop with SIGTERM (SIGKILL after a deadline) and reap.

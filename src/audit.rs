@@ -1,0 +1,439 @@
+//! The audit log: one JSON line per forwarded mutating call (POST, PUT, PATCH, DELETE)
+//! once its answer is known, and per login (success or failure), logout and lockout: when,
+//! the request id, the event, who, from where, which operation on which backend, and the
+//! result (the status). Never a body, a token or a password. Written to standard error
+//! beside the other logs, or appended to `log.audit_file` (created 0600), which
+//! [`Audit::reopen`] opens again at its path once logrotate has moved it away.
+//!
+//! Unlike access lines, audit lines are never dropped: they are few (logins and changes,
+//! each far slower than its line), so each is written at once, in one `write`.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::net::IpAddr;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use http::Method;
+use serde::Serialize;
+
+use crate::access_log::Served;
+use crate::auth::AuthSubject;
+use crate::logs::json_line;
+use crate::routes::Route;
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot open the audit file {}: {source}", path.display())]
+pub struct AuditError {
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+/// What an audit line records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditEvent {
+    /// A mutating call forwarded to a dashboard.
+    Call,
+    Login,
+    Logout,
+    /// A failed login locked its username (`auth.lockout_attempts`).
+    Lockout,
+}
+
+impl AuditEvent {
+    fn name(self) -> &'static str {
+        match self {
+            AuditEvent::Call => "call",
+            AuditEvent::Login => "login",
+            AuditEvent::Logout => "logout",
+            AuditEvent::Lockout => "lockout",
+        }
+    }
+}
+
+/// Where audit lines go.
+pub struct Audit {
+    sink: Sink,
+    /// Lines that could not be written (`clustergate_audit_write_errors_total`).
+    write_errors: AtomicU64,
+}
+
+enum Sink {
+    Stderr,
+    File { path: PathBuf, file: Mutex<File> },
+}
+
+impl Audit {
+    /// Audit lines to `file` (appended; created 0600), or to standard error.
+    pub fn open(file: Option<&Path>) -> Result<Audit, AuditError> {
+        let sink = match file {
+            None => Sink::Stderr,
+            Some(path) => Sink::File {
+                path: path.to_path_buf(),
+                file: Mutex::new(open_append(path)?),
+            },
+        };
+        Ok(Audit {
+            sink,
+            write_errors: AtomicU64::new(0),
+        })
+    }
+
+    /// Opens the audit file again at its path (after logrotate moved it away); lines go
+    /// to the new file from now on. On failure the file in use stays. Nothing to do for
+    /// standard error.
+    pub fn reopen(&self) -> Result<(), AuditError> {
+        if let Sink::File { path, file } = &self.sink {
+            let reopened = open_append(path)?;
+            *file.lock().unwrap_or_else(PoisonError::into_inner) = reopened;
+        }
+        Ok(())
+    }
+
+    pub fn write_errors(&self) -> u64 {
+        self.write_errors.load(Ordering::Relaxed)
+    }
+
+    /// Writes the lines `served` calls for (see [`events`]).
+    pub fn record(&self, served: &Served<'_>, subject: &AuthSubject) {
+        for (event, user) in events(served, subject) {
+            self.write(&line(served, event, user));
+        }
+    }
+
+    fn write(&self, line: &[u8]) {
+        let written = match &self.sink {
+            Sink::Stderr => std::io::stderr().lock().write_all(line),
+            Sink::File { file, .. } => file
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .write_all(line),
+        };
+        if let Err(e) = written {
+            self.write_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "cannot write an audit line");
+        }
+    }
+}
+
+fn open_append(path: &Path) -> Result<File, AuditError> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| AuditError {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// The audit events of a served request, each with the user it names: a login names the
+/// username tried, and a second line says when its failure locked that username; a logout
+/// names the token's user; a mutating call names its user, and counts only once forwarded.
+fn events<'a>(
+    served: &Served<'a>,
+    subject: &'a AuthSubject,
+) -> impl Iterator<Item = (AuditEvent, Option<&'a str>)> {
+    let tried = subject.username.as_deref();
+    let mutating = matches!(
+        *served.method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    );
+    let (first, second) = match served.route {
+        Route::Login => (
+            Some((AuditEvent::Login, tried)),
+            subject.locked.then_some((AuditEvent::Lockout, tried)),
+        ),
+        Route::Logout => (Some((AuditEvent::Logout, tried)), None),
+        Route::Api | Route::Other if mutating && served.backend.is_some() => {
+            (Some((AuditEvent::Call, served.user)), None)
+        }
+        _ => (None, None),
+    };
+    first.into_iter().chain(second)
+}
+
+/// One audit line, in the shape of the JSON log lines (`timestamp`, `level`, `target`,
+/// then these fields), ending in a newline.
+fn line(served: &Served<'_>, event: AuditEvent, user: Option<&str>) -> Vec<u8> {
+    let fields = AuditFields {
+        event: event.name(),
+        request_id: served.request_id,
+        user,
+        client: served.client,
+        method: served.method.as_str(),
+        operation: served.operation,
+        path: served.path,
+        backend: served.backend,
+        result: served.status,
+    };
+    json_line("clustergate::audit", &fields)
+}
+
+/// Every key is always there (`null` when unknown), so that an audit line reads the same
+/// whatever it records.
+#[derive(Serialize)]
+struct AuditFields<'a> {
+    event: &'static str,
+    request_id: &'a str,
+    user: Option<&'a str>,
+    client: Option<IpAddr>,
+    method: &'a str,
+    operation: &'a str,
+    path: &'a str,
+    backend: Option<&'a str>,
+    /// The status answered; 0 when the client went away before an answer.
+    result: u16,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access_log::logged_path;
+    use crate::access_log::tests::{access_lines, forwarded_call};
+    use crate::auth::testing::{auth, auth_limited, credentials, post, request, NOW_MS};
+    use crate::auth::AuthRequest;
+    use crate::config::LogFormat;
+
+    fn subject(username: &str, locked: bool) -> AuthSubject {
+        AuthSubject {
+            username: Some(username.into()),
+            locked,
+        }
+    }
+
+    fn kinds(served: &Served<'_>, subject: &AuthSubject) -> Vec<(AuditEvent, Option<String>)> {
+        events(served, subject)
+            .map(|(event, user)| (event, user.map(str::to_string)))
+            .collect()
+    }
+
+    #[test]
+    fn which_requests_are_audited_and_whom_each_line_names() {
+        use AuditEvent::*;
+        let some = |name: &str| Some(name.to_string());
+        let none = AuthSubject::default();
+        let put = forwarded_call(&Method::PUT);
+        assert_eq!(kinds(&put, &none), [(Call, some("admin"))]);
+        for method in [Method::POST, Method::PATCH, Method::DELETE] {
+            assert_eq!(kinds(&forwarded_call(&method), &none).len(), 1, "{method}");
+        }
+        for method in [Method::GET, Method::HEAD] {
+            assert!(
+                kinds(&forwarded_call(&method), &none).is_empty(),
+                "{method}"
+            );
+        }
+        let refused = Served {
+            backend: None,
+            status: 403,
+            ..put.clone()
+        };
+        assert!(kinds(&refused, &none).is_empty(), "never forwarded");
+
+        let login = Served {
+            route: Route::Login,
+            backend: None,
+            user: None,
+            ..forwarded_call(&Method::POST)
+        };
+        assert_eq!(
+            kinds(&login, &subject("eve", false)),
+            [(Login, some("eve"))]
+        );
+        assert_eq!(
+            kinds(&login, &subject("eve", true)),
+            [(Login, some("eve")), (Lockout, some("eve"))]
+        );
+        assert_eq!(
+            kinds(&login, &none),
+            [(Login, None)],
+            "a body without a username"
+        );
+        let logout = Served {
+            route: Route::Logout,
+            ..login.clone()
+        };
+        assert_eq!(
+            kinds(&logout, &subject("admin", false)),
+            [(Logout, some("admin"))]
+        );
+        let check = Served {
+            route: Route::TokenCheck,
+            ..login.clone()
+        };
+        assert!(kinds(&check, &none).is_empty());
+    }
+
+    #[test]
+    fn an_audit_line_has_every_field() {
+        let text = line(
+            &forwarded_call(&Method::DELETE),
+            AuditEvent::Call,
+            Some("admin"),
+        );
+        assert!(text.ends_with(b"\n") && text.iter().filter(|b| **b == b'\n').count() == 1);
+        let line: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        let expected = serde_json::json!({
+            "level": "INFO",
+            "target": "clustergate::audit",
+            "event": "call",
+            "request_id": "6f1c2d9e-0000-4000-8000-000000000001",
+            "user": "admin",
+            "client": "192.0.2.7",
+            "method": "DELETE",
+            "operation": "/api/pool/{pool_name}",
+            "path": "/api/pool/rbd",
+            "backend": "http://10.0.0.1:8080",
+            "result": 200,
+        });
+        for (key, value) in expected.as_object().unwrap() {
+            assert_eq!(&line[key], value, "{key} in {line}");
+        }
+        assert!(line["timestamp"].as_str().unwrap().ends_with('Z'), "{line}");
+    }
+
+    /// A login carrying a token in its query, headers and cookie and a password in its
+    /// body: neither the access line (both formats) nor the audit lines show any of them.
+    #[tokio::test]
+    async fn no_token_or_password_reaches_a_log_line() {
+        const SECRETS: [&str; 4] = [
+            "Query-Secret-1",
+            "Bearer-Secret-2",
+            "Cookie-Secret-3",
+            "Pw-Secret-4",
+        ];
+        let header = {
+            let mut h = pingora::http::RequestHeader::build(
+                "POST",
+                b"/api/auth?token=Query-Secret-1",
+                None,
+            )
+            .unwrap();
+            h.insert_header("authorization", "Bearer Bearer-Secret-2")
+                .unwrap();
+            h.insert_header("cookie", "token=Cookie-Secret-3").unwrap();
+            h.insert_header("accept", "application/vnd.ceph.api.v1.0+json")
+                .unwrap();
+            h.insert_header("content-type", "application/json").unwrap();
+            h
+        };
+        let auth = auth();
+        for (password, locks) in [
+            ("Pw-Secret-4", false),
+            ("Pw-Secret-4", false),
+            ("Pw-Secret-4", true),
+        ] {
+            let request = AuthRequest::of(&header, credentials("admin", password).into(), None);
+            let mut subject = AuthSubject::default();
+            let status = match auth.login(&request, NOW_MS, &mut subject).await {
+                Ok(response) => response.status,
+                Err(e) => e.status(),
+            };
+            assert_eq!((status, subject.locked), (400, locks));
+            let served = Served {
+                route: Route::Login,
+                method: &header.method,
+                path: logged_path("", &header.uri),
+                operation: "auth",
+                user: None,
+                backend: None,
+                status,
+                ..forwarded_call(&header.method)
+            };
+            let mut text = String::new();
+            for format in [LogFormat::Text, LogFormat::Json] {
+                text += &access_lines(format, "trace", &served);
+            }
+            for (event, user) in events(&served, &subject) {
+                text += &String::from_utf8(line(&served, event, user)).unwrap();
+            }
+            assert!(
+                text.contains("\"event\":\"login\"") && text.contains("/api/auth"),
+                "{text}"
+            );
+            for secret in SECRETS {
+                assert!(!text.contains(secret), "{secret} in {text}");
+            }
+        }
+    }
+
+    /// A login the client's limit refuses (429) is a failed login, with the username tried
+    /// and the client the limit counted.
+    #[tokio::test]
+    async fn a_login_refused_by_the_client_limit_is_audited_with_its_429() {
+        let auth = auth_limited(crate::state::BucketRate {
+            burst: 1,
+            refill_ms: 60_000,
+        });
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        let client = IpAddr::from([192, 0, 2, 7]);
+        let mut statuses = Vec::new();
+        for password in ["wrong", "pw"] {
+            let mut req = request(&headers, credentials("admin", password));
+            req.client = Some(client);
+            let mut subject = AuthSubject::default();
+            let status = match auth.login(&req, NOW_MS, &mut subject).await {
+                Ok(response) => response.status,
+                Err(e) => e.status(),
+            };
+            statuses.push(status);
+            let served = Served {
+                route: Route::Login,
+                operation: "auth",
+                path: "/api/auth",
+                user: None,
+                backend: None,
+                client: Some(client),
+                status,
+                ..forwarded_call(&Method::POST)
+            };
+            let lines: Vec<serde_json::Value> = events(&served, &subject)
+                .map(|(event, user)| serde_json::from_slice(&line(&served, event, user)).unwrap())
+                .collect();
+            assert_eq!(lines.len(), 1, "{lines:?}");
+            let fields = ["event", "user", "client", "result"].map(|key| lines[0][key].clone());
+            assert_eq!(
+                fields,
+                [
+                    "login".into(),
+                    "admin".into(),
+                    "192.0.2.7".into(),
+                    serde_json::Value::from(status)
+                ]
+            );
+        }
+        assert_eq!(statuses, [400, 429]);
+    }
+
+    #[test]
+    fn the_audit_file_is_created_private_and_reopened_after_it_was_moved() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let audit = Audit::open(Some(&path)).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let call = forwarded_call(&Method::POST);
+        audit.record(&call, &AuthSubject::default());
+        std::fs::rename(&path, dir.path().join("audit.log.1")).unwrap();
+        audit.record(&call, &AuthSubject::default());
+        audit.reopen().unwrap();
+        audit.record(&call, &AuthSubject::default());
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert_eq!(read("audit.log.1").lines().count(), 2, "until reopened");
+        assert_eq!(read("audit.log").lines().count(), 1, "after");
+        assert_eq!(audit.write_errors(), 0);
+    }
+
+    #[test]
+    fn an_audit_file_that_cannot_be_opened_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gone/audit.log");
+        let e = Audit::open(Some(&path)).err().unwrap();
+        assert!(e.to_string().contains("gone/audit.log"), "{e}");
+    }
+}
