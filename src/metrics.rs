@@ -297,6 +297,16 @@ impl Metrics {
     }
 }
 
+/// `registry`'s metrics in Prometheus' text format, for the tests of its parts.
+#[cfg(test)]
+pub(crate) fn render_text(registry: &Registry) -> String {
+    let mut out = Vec::new();
+    TextEncoder::new()
+        .encode(&registry.gather(), &mut out)
+        .unwrap_or_default();
+    String::from_utf8(out).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,15 +98,7 @@ impl DeploymentMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prometheus::{Encoder, TextEncoder};
-
-    fn render(registry: &Registry) -> String {
-        let mut out = Vec::new();
-        TextEncoder::new()
-            .encode(&registry.gather(), &mut out)
-            .unwrap();
-        String::from_utf8(out).unwrap()
-    }
+    use crate::metrics::render_text as render;
 
     #[test]
     fn build_info_carries_the_crate_version() {

@@ -41,15 +41,7 @@ impl LogMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prometheus::{Encoder, TextEncoder};
-
-    fn render(registry: &Registry) -> String {
-        let mut out = Vec::new();
-        TextEncoder::new()
-            .encode(&registry.gather(), &mut out)
-            .unwrap();
-        String::from_utf8(out).unwrap()
-    }
+    use crate::metrics::render_text as render;
 
     #[test]
     fn each_scrape_reads_the_logs_totals() {
