@@ -291,14 +291,22 @@ impl ProxyHttp for Gateway {
         e: &Error,
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
-        let _enter = ctx.span.enter();
         let Some(error) = GatewayError::from_pingora(e) else {
+            let _enter = ctx.span.enter();
             tracing::debug!(error = %e, "client went away");
             return FailToProxy {
                 error_code: 0,
                 can_reuse_downstream: false,
             };
         };
+        // A request that could have been sent again learns whether its manager is still the
+        // active one (a POST in flight keeps the 502: whether it was carried out is unknown).
+        let resendable = session.req_header().method.is_idempotent();
+        let error = match resendable && session.response_written().is_none() {
+            true => Box::pin(self.confirm(error, ctx)).await,
+            false => error,
+        };
+        let _enter = ctx.span.enter();
         tracing::warn!(error = %e, status = error.status(), "cannot proxy");
         let response = LocalResponse::from_error(&error, &ctx.id);
         // The connection is not reused (a request body may be half read): say so in the
@@ -463,6 +471,28 @@ impl Gateway {
             elapsed,
             backend: ctx.attempt.backend().map(|b| b.base.as_str()),
         }
+    }
+
+    /// The answer when no backend is left to try. "The dashboard closed the connection"
+    /// holds only if the manager that did is still the active one: one going away in a
+    /// failover closes its connections too, and its health path then says so (it is marked,
+    /// and no manager is active for the moment).
+    async fn confirm(&self, answer: GatewayError, ctx: &RequestCtx) -> GatewayError {
+        let Some(backend) = ctx.attempt.backend() else {
+            return answer;
+        };
+        if answer != GatewayError::backend_closed() {
+            return answer;
+        }
+        let timeout = self.upstreams.timeouts.standby_probe;
+        let state = health::probe(&self.upstreams, backend, timeout).await;
+        if state == BackendState::Active {
+            return answer;
+        }
+        health::record(backend, state);
+        let _enter = ctx.span.enter();
+        tracing::info!(server = %backend.base, ?state, "the manager that closed the connection is no longer active");
+        GatewayError::no_active_backend()
     }
 
     /// After a redirect or a server error: a backend that is no longer the active manager

@@ -18,6 +18,8 @@ use serde_json::json;
 const RECOVERY_DEADLINE: Duration = Duration::from_secs(30);
 /// Recovered: this many answers in a row are 200, for each kind of request.
 const RECOVERED_STREAK: usize = 5;
+/// How a body cut short is recorded.
+const CUT: &str = "body cut short";
 
 #[derive(Debug, Clone)]
 struct Answer {
@@ -45,15 +47,21 @@ impl Answer {
         self.location.is_none() && (self.status == 200 || is_no_active_backend(&self.reply()))
     }
 
-    /// A POST in flight when the active manager went away may have run there: the gateway
-    /// cannot resend it, and answers 502 (its JSON). Only one per loop can be in flight.
+    /// A request in flight when the active manager went away: a POST may have run there,
+    /// so the gateway cannot resend it and answers 502 (its JSON); an answer already
+    /// streaming (head sent) is cut short, whatever the method. Only one per loop can be
+    /// in flight.
     fn lost_in_flight(&self) -> bool {
-        self.kind.starts_with("POST")
-            && !self.after_failover
+        let bad_gateway = self.kind.starts_with("POST")
             && self.location.is_none()
             && self.status == 502
             && serde_json::from_str::<serde_json::Value>(&self.body)
-                .is_ok_and(|b| b["status"] == "502 Bad Gateway")
+                .is_ok_and(|b| b["status"] == "502 Bad Gateway");
+        !self.after_failover && (bad_gateway || self.cut_short())
+    }
+
+    fn cut_short(&self) -> bool {
+        self.body.starts_with(CUT)
     }
 }
 
@@ -71,13 +79,29 @@ fn spawn_load(
             let after_failover = failed_over.load(Ordering::SeqCst);
             let answer = match request(&client).send().await {
                 Ok(resp) => {
-                    let r = Reply::from_reqwest(resp).await;
+                    let status = resp.status().as_u16();
+                    let header = |name: &str| {
+                        resp.headers()
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_string)
+                    };
+                    let (location, closes) = (
+                        header("location"),
+                        header("connection").as_deref() == Some("close"),
+                    );
+                    // The manager may go away while its answer streams through: the body
+                    // is then cut short (see `lost_in_flight`).
+                    let body = match resp.bytes().await {
+                        Ok(body) => String::from_utf8_lossy(&body).into_owned(),
+                        Err(e) => format!("{CUT}: {e:?}"),
+                    };
                     Answer {
                         kind,
-                        status: r.status,
-                        location: r.header("location"),
-                        closes: r.header("connection").as_deref() == Some("close"),
-                        body: r.text(),
+                        status,
+                        location,
+                        closes,
+                        body,
                         after_failover,
                     }
                 }
@@ -195,15 +219,15 @@ async fn failover_under_load(options: DashboardOptions) {
     println!("{} answers: {summary}", answers.len());
     let lost: Vec<&Answer> = answers.iter().filter(|a| a.lost_in_flight()).collect();
     assert!(
-        lost.len() <= 1,
-        "{} POSTs got 502: only the one in flight when the manager went away may; one that \
-         reached no manager (refused connection, no other active) is the gateway's 503 \
-         \"no active dashboard backend\": {lost:#?}\n{}",
+        lost.len() <= kinds.len(),
+        "{} requests lost: only one in flight per loop when the manager went away may be; \
+         one that reached no manager (refused connection, no other active) is the gateway's \
+         503 \"no active dashboard backend\": {lost:#?}\n{}",
         lost.len(),
         gw.logs()
     );
     assert!(
-        lost.iter().all(|a| a.closes),
+        lost.iter().filter(|a| !a.cut_short()).all(|a| a.closes),
         "the gateway does not reuse a connection after a failed attempt, and must say so with \
          Connection: close, or the client may send its next request on it: {lost:#?}"
     );
