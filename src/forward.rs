@@ -3,6 +3,7 @@
 //! decisions (path, version, user) are carried in headers, and no backend address leaks.
 
 use std::borrow::Cow;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
@@ -35,13 +36,12 @@ pub struct Client<'a> {
 
 impl<'a> Client<'a> {
     /// Who sent `session`'s request; `tls`: over the gateway's TLS listener.
-    pub fn of(session: &'a Session, tls: bool) -> Client<'a> {
+    /// `client`: who sent it as `client_addr` resolves it (the TCP peer, or the client a
+    /// trusted proxy names), so that the dashboard sees the address the gateway judged.
+    pub fn of(session: &'a Session, tls: bool, client: Option<IpAddr>) -> Client<'a> {
         let header = session.req_header();
         Client {
-            ip: session
-                .client_addr()
-                .and_then(|a| a.as_inet())
-                .map(|a| a.ip().to_string()),
+            ip: client.map(|ip| ip.to_string()),
             tls,
             host: header
                 .headers

@@ -175,7 +175,7 @@ impl ProxyHttp for Gateway {
         let Some(forward) = &ctx.forward else {
             return Error::e_explain(InternalError, "forwarding without a decision");
         };
-        let client = forward::Client::of(session, self.tls);
+        let client = forward::Client::of(session, self.tls, ctx.client);
         let host = backend.host_header();
         forward::rewrite_request(upstream_request, forward, host, token.as_deref(), &client)?;
         if let Some(length) = ctx.buffered_body {
