@@ -484,15 +484,24 @@ impl Gateway {
         if answer != GatewayError::backend_closed() {
             return answer;
         }
-        let timeout = self.upstreams.timeouts.standby_probe;
-        let state = health::probe(&self.upstreams, backend, timeout).await;
+        let state = self.probe_and_mark(backend).await;
         if state == BackendState::Active {
             return answer;
         }
-        health::record(backend, state);
         let _enter = ctx.span.enter();
         tracing::info!(server = %backend.base, ?state, "the manager that closed the connection is no longer active");
         GatewayError::no_active_backend()
+    }
+
+    /// Asks `backend`'s health path whether it is still the active manager, between health
+    /// checks; one that is not is marked at once, so that no other request goes there.
+    async fn probe_and_mark(&self, backend: &Backend) -> BackendState {
+        let timeout = self.upstreams.timeouts.standby_probe;
+        let state = health::probe(&self.upstreams, backend, timeout).await;
+        if state != BackendState::Active {
+            health::record(backend, state);
+        }
+        state
     }
 
     /// After a redirect or a server error: a backend that is no longer the active manager
@@ -503,12 +512,10 @@ impl Gateway {
         status: u16,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        let timeout = self.upstreams.timeouts.standby_probe;
-        let state = health::probe(&self.upstreams, backend, timeout).await;
+        let state = self.probe_and_mark(backend).await;
         if !ctx.attempt.on_probe(state == BackendState::Active) {
             return Ok(());
         }
-        health::record(backend, state);
         let _enter = ctx.span.enter();
         tracing::info!(server = %backend.base, status, "a standby answered; trying the next backend");
         Err(GatewayError::no_active_backend().into_retry(format!("answered {status}")))
