@@ -100,11 +100,7 @@ impl RunningGateway {
         change(&mut self.spec);
         self.spec
             .write_files(self.dir.path(), self.addr.port(), self.metrics_addr.port());
-        let status = Command::new("kill")
-            .args(["-HUP", &self.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill -HUP failed");
+        self.signal("HUP");
         let after = self
             .metrics_until(|text| reloads(text, "success") + reloads(text, "failure") > ok + failed)
             .await;
@@ -115,28 +111,16 @@ impl RunningGateway {
     /// successor and hands over. Returns the successor's pid (from the pid file) once the
     /// old process has exited and the successor answers.
     pub fn self_upgrade(&mut self) -> u32 {
-        let mut old = self.child.take().expect("gateway running");
-        let status = Command::new("kill")
-            .args(["-USR2", &old.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill -USR2 failed");
-        let deadline = Instant::now() + STOP_DEADLINE + Duration::from_secs(10);
-        while old.try_wait().unwrap().is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "the old process still runs after SIGUSR2\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.signal("USR2");
+        let old = self.child.take().expect("gateway running");
+        let old = self.handed_over(old, "SIGUSR2");
         let pid_file = self.state_dir().join("clustergate.pid");
         let pid: u32 = fs::read_to_string(&pid_file)
             .unwrap()
             .trim()
             .parse()
             .unwrap();
-        assert_ne!(pid, old.id(), "the pid file names the successor");
+        assert_ne!(pid, old, "the pid file names the successor");
         self.successor = Some(pid);
         self.wait_ready()
             .unwrap_or_else(|why| panic!("{why}\n{}", self.logs()));
@@ -148,27 +132,28 @@ impl RunningGateway {
     /// sockets over and exits. Returns once the old process has exited and the new one
     /// answers.
     pub fn upgrade_in_place(&mut self) {
-        let mut old = self.child.take().expect("gateway running");
         let new = self.spawn(&["--upgrade"]);
         // The new process asks for the sockets once a second, five times at most.
         std::thread::sleep(Duration::from_millis(500));
-        let status = Command::new("kill")
-            .args(["-QUIT", &old.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill -QUIT failed");
-        self.child = Some(new);
+        self.signal("QUIT");
+        let old = self.child.replace(new).expect("gateway running");
+        self.handed_over(old, "the upgrade");
+        self.wait_ready()
+            .unwrap_or_else(|why| panic!("{why}\n{}", self.logs()));
+    }
+
+    /// Waits until `old`, which handed its sockets over after `why`, has exited; its pid.
+    fn handed_over(&self, mut old: Child, why: &str) -> u32 {
         let deadline = Instant::now() + STOP_DEADLINE + Duration::from_secs(10);
         while old.try_wait().unwrap().is_none() {
             assert!(
                 Instant::now() < deadline,
-                "the old process still runs after the upgrade\n{}",
+                "the old process still runs after {why}\n{}",
                 self.logs()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        self.wait_ready()
-            .unwrap_or_else(|why| panic!("{why}\n{}", self.logs()));
+        old.id()
     }
 
     /// What the latest run wrote to stdout and stderr.
