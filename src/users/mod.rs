@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use password::{PasswordChecker, PasswordHash};
-pub use roles::{Grants, Permission, Role, Scope};
+pub use roles::{Grants, Permission, Role, Scope, UnknownNames};
 
 /// A user as the configuration describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -222,12 +222,53 @@ pub struct Grants {
     json: Arc<str>,
 }
 
+/// Names in a dashboard's `permissions` object that this gateway does not know (a newer
+/// dashboard's scopes): they grant nothing here, and the caller says so where it matters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnknownNames(pub Vec<String>);
+
 impl Grants {
     pub fn of(roles: &[Role]) -> Grants {
         let mut bits = [0u8; 17];
         for (i, scope) in Scope::ALL.into_iter().enumerate() {
             bits[i] = roles.iter().fold(0, |acc, r| acc | r.grants(scope));
         }
+        Grants::from_bits(bits)
+    }
+
+    /// What a dashboard's `permissions` object grants (a login's answer, a custom role's
+    /// `scopes_permissions`), with the scope and permission names it does not know.
+    pub fn from_permissions<'a, P>(permissions: P) -> (Grants, UnknownNames)
+    where
+        P: IntoIterator<Item = (&'a str, &'a [String])>,
+    {
+        let mut bits = [0u8; 17];
+        let mut unknown = UnknownNames::default();
+        for (scope_name, names) in permissions {
+            let Some(scope) = Scope::from_name(scope_name) else {
+                unknown.0.push(scope_name.to_string());
+                continue;
+            };
+            for name in names {
+                match Permission::from_name(name) {
+                    Some(p) => bits[scope as usize] |= p.bit(),
+                    None => unknown.0.push(format!("{scope_name}: {name}")),
+                }
+            }
+        }
+        (Grants::from_bits(bits), unknown)
+    }
+
+    /// Everything either grants (a user's system roles and custom roles together).
+    pub fn union(&self, other: &Grants) -> Grants {
+        let mut bits = self.bits;
+        for (mine, theirs) in bits.iter_mut().zip(other.bits) {
+            *mine |= theirs;
+        }
+        Grants::from_bits(bits)
+    }
+
+    fn from_bits(bits: [u8; 17]) -> Grants {
         // A map of strings to lists of strings always serializes.
         let json = serde_json::to_string(&permissions_map(&bits))
             .unwrap_or_default()
@@ -315,6 +356,51 @@ mod tests {
         assert!(g.allows(Scope::Grafana, Permission::Read));
         assert!(!g.allows(Scope::Grafana, Permission::Update));
         assert!(!g.allows(Scope::Osd, Permission::Read));
+    }
+
+    #[test]
+    fn a_dashboard_permissions_object_grants_what_it_names_and_reports_the_rest() {
+        let perms = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let pool = perms(&["read", "update"]);
+        let nvmeof = perms(&["read"]);
+        let rgw = perms(&["read", "fly"]);
+        let (grants, unknown) = Grants::from_permissions([
+            ("pool", pool.as_slice()),
+            ("nvmeof", nvmeof.as_slice()),
+            ("rgw", rgw.as_slice()),
+        ]);
+        assert!(grants.allows(Scope::Pool, Permission::Update));
+        assert!(!grants.allows(Scope::Pool, Permission::Delete));
+        assert!(grants.allows(Scope::Rgw, Permission::Read));
+        assert_eq!(unknown.0, ["nvmeof", "rgw: fly"]);
+        assert_eq!(
+            grants.json(),
+            r#"{"pool":["read","update"],"rgw":["read"]}"#
+        );
+    }
+
+    #[test]
+    fn the_read_only_roles_permissions_object_grants_what_the_role_does() {
+        let read_only = Grants::of(&[Role::ReadOnly]);
+        let map: Vec<(&str, Vec<String>)> = read_only
+            .to_map()
+            .into_iter()
+            .map(|(s, p)| (s, p.into_iter().map(String::from).collect()))
+            .collect();
+        let (again, unknown) =
+            Grants::from_permissions(map.iter().map(|(s, p)| (*s, p.as_slice())));
+        assert_eq!(again, read_only);
+        assert!(unknown.0.is_empty());
+    }
+
+    #[test]
+    fn a_union_grants_what_either_does() {
+        let pools = Grants::of(&[Role::PoolManager]);
+        let rgw = Grants::of(&[Role::RgwManager]);
+        assert_eq!(
+            pools.union(&rgw),
+            Grants::of(&[Role::PoolManager, Role::RgwManager])
+        );
     }
 
     #[test]
