@@ -38,7 +38,7 @@ enum Command {
         #[arg(long)]
         upgrade: bool,
     },
-    /// Validate a configuration (and its users file), print each problem, exit non-zero if any.
+    /// Validate a configuration (and its users and roles files), print each problem, exit non-zero if any.
     CheckConfig {
         #[arg(long, default_value = "conf/clustergate.toml")]
         config: PathBuf,
@@ -90,12 +90,20 @@ fn run(path: &std::path::Path, start: server::Start) -> ExitCode {
 fn check_config(path: &std::path::Path) -> ExitCode {
     match load(path) {
         Ok(config) => {
-            let users = config.users.users.len();
+            let users = &config.users;
+            let roles = match &users.roles.file {
+                Some(file) => format!(
+                    ", {} custom roles in {}",
+                    users.roles.roles.len(),
+                    file.display()
+                ),
+                None => String::new(),
+            };
             println!(
-                "{}: ok ({} users in {})",
+                "{}: ok ({} users in {}{roles})",
                 path.display(),
-                users,
-                config.users.file.display()
+                users.users.len(),
+                users.file.display()
             );
             if !config.users.users.iter().any(|u| u.enabled) {
                 println!("note: no enabled user; the first start creates 'admin' with a password in state_dir/initial-admin-password");

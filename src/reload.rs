@@ -1,6 +1,6 @@
 //! Reloading the configuration on SIGHUP (`systemctl reload`), without a restart: the users
-//! file, the TLS certificate and key, the signing keys, the scope table and `access.*`,
-//! `upstream.servers` and `log.level` are read again. SIGHUP also reopens the audit file,
+//! and roles files, the TLS certificate and key, the signing keys, the scope table and
+//! `access.*`, `upstream.servers` and `log.level` are read again. SIGHUP also reopens the audit file,
 //! whether or not the configuration reloads: logrotate sends it after moving the file away.
 //!
 //! Everything is validated first, by the same `config::load` as `check-config`, and every

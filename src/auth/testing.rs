@@ -37,6 +37,7 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
         username: name.into(),
         password_hash: hash.clone(),
         roles: vec![role],
+        custom_roles: Vec::new(),
         enabled,
     };
     Auth {

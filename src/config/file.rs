@@ -1,7 +1,9 @@
 //! The configuration file as written: serde structs, private to `config`.
 //! Defaults live here; meaning and validation live in `config::load`.
 
-use serde::Deserialize;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -90,6 +92,7 @@ impl Default for ApiSection {
 #[serde(deny_unknown_fields, default)]
 pub(super) struct AuthSection {
     pub users_file: String,
+    pub roles_file: Option<String>,
     pub token_ttl_seconds: u64,
     pub lockout_attempts: u32,
     pub lockout_seconds: u64,
@@ -105,6 +108,7 @@ impl Default for AuthSection {
     fn default() -> Self {
         Self {
             users_file: "users.toml".into(),
+            roles_file: None,
             token_ttl_seconds: 28800,
             lockout_attempts: 10,
             lockout_seconds: 300,
@@ -271,15 +275,15 @@ pub(super) struct OperationEntry {
     pub public: bool,
 }
 
-/// The users file: `[[users]]` entries.
-#[derive(Debug, Default, Deserialize)]
+/// The users file: `[[users]]` entries. Also written, by `users import`.
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct UsersFile {
     #[serde(default)]
     pub users: Vec<UserEntry>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct UserEntry {
     pub username: String,
@@ -292,4 +296,24 @@ pub(super) struct UserEntry {
 
 fn enabled_by_default() -> bool {
     true
+}
+
+/// The roles file: `[[roles]]` entries shaped after the dashboard's role JSON
+/// (`ceph dashboard ac-role-show NAME`). Also written, by `users import`.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RolesFile {
+    #[serde(default)]
+    pub roles: Vec<RoleEntry>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RoleEntry {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Scope name to permission names, e.g. `pool = ["read", "update"]`.
+    #[serde(default)]
+    pub scopes_permissions: BTreeMap<String, Vec<String>>,
 }

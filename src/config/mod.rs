@@ -3,14 +3,17 @@
 //! Every problem is collected and reported together, naming the file and the key. One
 //! module per section validates it (`server`, `auth`, `users`, `upstream`, `access`,
 //! `state`, `log`);
-//! files a section names (secret, certificate, users, scope table) are read here, once.
+//! files a section names (secret, certificate, users, roles, scope table) are read here,
+//! once. `export` writes the users and roles files from the same structs.
 
 mod access;
 mod auth;
 mod error;
+mod export;
 mod file;
 mod log;
 mod parse;
+mod roles;
 mod server;
 mod state;
 mod upstream;
@@ -21,7 +24,9 @@ use std::path::{Path, PathBuf};
 pub use access::{AccessConfig, OperationRule};
 pub use auth::{ApiConfig, AuthConfig, LockoutPolicy};
 pub use error::{ConfigError, ConfigErrors};
+pub use export::{roles_file_text, users_file_text, ExportError, RoleRecord, UserRecord};
 pub use log::{LogConfig, LogFormat};
+pub use roles::RolesConfig;
 pub use server::{ClientLimits, MetricsConfig, ServerConfig, TlsMode};
 pub use upstream::{BackendUrl, Timeouts, UpstreamConfig, UpstreamTrust};
 pub use users::UsersConfig;
@@ -72,8 +77,10 @@ impl Config {
         let listeners = server::validate(&mut errors, &at, file.server, file.metrics);
         let api = auth::api(&mut errors, &at, file.api);
         let users_file = at.resolve(&file.auth.users_file);
+        let roles_file = file.auth.roles_file.as_deref().map(|f| at.resolve(f));
         let auth = auth::validate(&mut errors, &at, file.auth);
-        let users = users::load(&mut errors, users_file);
+        let roles = roles::load(&mut errors, roles_file);
+        let users = users::load(&mut errors, users_file, roles);
         let upstream = file
             .upstream
             .map(|u| upstream::validate(&mut errors, &at, u));

@@ -83,9 +83,34 @@ pub(super) fn sections(text: &str, source: &Path, errors: &mut ConfigErrors) -> 
     Some(file)
 }
 
+/// A TOML file a setting names (the users file, the roles file), as its struct. A missing
+/// file is empty when `missing_hint` is `None`, else a problem ending with the hint; a file
+/// that cannot be read or parsed is reported and read as empty.
+pub(super) fn toml_file<T: serde::de::DeserializeOwned + Default>(
+    errors: &mut ConfigErrors,
+    path: &Path,
+    missing_hint: Option<&str>,
+) -> T {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && missing_hint.is_none() => {
+            return T::default()
+        }
+        Err(e) => {
+            let hint = missing_hint.unwrap_or_default();
+            errors.push(path, "file", format!("cannot read: {e}{hint}"));
+            return T::default();
+        }
+    };
+    toml::from_str(&text).unwrap_or_else(|e| {
+        errors.push_toml(path, &text, &e);
+        T::default()
+    })
+}
+
 /// A key as a dotted key path writes it: bare, or quoted when it is empty or holds
 /// other characters (so `"a.b"` is not read as a path).
-fn key_name(key: &str) -> String {
+pub(super) fn key_name(key: &str) -> String {
     let bare = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
     if !key.is_empty() && key.bytes().all(bare) {
         key.to_string()

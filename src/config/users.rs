@@ -1,40 +1,35 @@
 //! The users file (`auth.users_file`): each user's password hash, roles and whether it is
-//! enabled. A missing file means no users: the first start then creates an admin.
+//! enabled. A missing file means no users: the first start then creates an admin. A user's
+//! roles are the dashboard's system roles or the roles file's custom roles.
 
 use std::path::{Path, PathBuf};
 
 use super::file::UsersFile;
+use super::parse::toml_file;
+use super::roles::RolesConfig;
 use super::ConfigErrors;
-use crate::users::{PasswordHash, Role, UserSpec};
+use crate::users::{CustomRole, PasswordHash, Role, UserSpec};
 
 #[derive(Debug, Clone)]
 pub struct UsersConfig {
     pub file: PathBuf,
     /// Empty when the file does not exist: the first start then creates an admin.
     pub users: Vec<UserSpec>,
+    /// The custom roles they may hold (`auth.roles_file`).
+    pub roles: RolesConfig,
 }
 
-pub(super) fn load(errors: &mut ConfigErrors, path: PathBuf) -> UsersConfig {
-    let users = read(errors, &path);
-    UsersConfig { file: path, users }
+pub(super) fn load(errors: &mut ConfigErrors, path: PathBuf, roles: RolesConfig) -> UsersConfig {
+    let users = read(errors, &path, &roles.roles);
+    UsersConfig {
+        file: path,
+        users,
+        roles,
+    }
 }
 
-fn read(errors: &mut ConfigErrors, path: &Path) -> Vec<UserSpec> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-        Err(e) => {
-            errors.push(path, "file", format!("cannot read: {e}"));
-            return Vec::new();
-        }
-    };
-    let file: UsersFile = match toml::from_str(&text) {
-        Ok(file) => file,
-        Err(e) => {
-            errors.push_toml(path, &text, &e);
-            return Vec::new();
-        }
-    };
+fn read(errors: &mut ConfigErrors, path: &Path, custom: &[CustomRole]) -> Vec<UserSpec> {
+    let file: UsersFile = toml_file(errors, path, None);
     let mut users: Vec<UserSpec> = Vec::with_capacity(file.users.len());
     for (i, entry) in file.users.into_iter().enumerate() {
         let key = format!("users[{i}] ({:?})", entry.username);
@@ -55,12 +50,13 @@ fn read(errors: &mut ConfigErrors, path: &Path) -> Vec<UserSpec> {
                 None
             }
         };
-        let roles = roles(errors, path, &key, &entry.roles);
+        let (roles, custom_roles) = roles(errors, path, &key, &entry.roles, custom);
         if let Some(password_hash) = password_hash {
             users.push(UserSpec {
                 username: entry.username,
                 password_hash,
                 roles,
+                custom_roles,
                 enabled: entry.enabled,
             });
         }
@@ -68,20 +64,36 @@ fn read(errors: &mut ConfigErrors, path: &Path) -> Vec<UserSpec> {
     users
 }
 
-fn roles(errors: &mut ConfigErrors, path: &Path, key: &str, names: &[String]) -> Vec<Role> {
-    let mut roles = Vec::with_capacity(names.len());
+/// The system roles and custom roles `names` refers to; a name that is neither is reported.
+fn roles(
+    errors: &mut ConfigErrors,
+    path: &Path,
+    key: &str,
+    names: &[String],
+    custom: &[CustomRole],
+) -> (Vec<Role>, Vec<CustomRole>) {
+    let mut system = Vec::with_capacity(names.len());
+    let mut held = Vec::new();
     for name in names {
-        match Role::from_name(name) {
-            Some(role) => roles.push(role),
-            None => errors.push(
+        if let Some(role) = Role::from_name(name) {
+            system.push(role);
+        } else if let Some(role) = custom.iter().find(|r| &r.name == name) {
+            held.push(role.clone());
+        } else {
+            let customs: Vec<&str> = custom.iter().map(|r| r.name.as_str()).collect();
+            let defined = match customs.is_empty() {
+                true => "none; define it in auth.roles_file".to_string(),
+                false => customs.join(", "),
+            };
+            errors.push(
                 path,
                 format!("{key}.roles"),
                 format!(
-                    "unknown role {name:?}; the dashboard's system roles are {}",
+                    "unknown role {name:?}; the dashboard's system roles are {}; the roles file's custom roles are {defined}",
                     Role::ALL.map(Role::name).join(", ")
                 ),
-            ),
+            );
         }
     }
-    roles
+    (system, held)
 }

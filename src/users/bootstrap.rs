@@ -46,6 +46,7 @@ pub fn ensure_admin(
         username: INITIAL_ADMIN.into(),
         password_hash: PasswordHash::hash_new(password)?,
         roles: vec![Role::Administrator],
+        custom_roles: Vec::new(),
         enabled: true,
     });
     Ok((specs, Some(path)))
@@ -76,6 +77,7 @@ mod tests {
             username: "alice".into(),
             password_hash: PasswordHash::hash_new("pw").unwrap(),
             roles: vec![],
+            custom_roles: Vec::new(),
             enabled: true,
         };
         let (users, path) = ensure_admin(vec![alice], dir.path()).unwrap();

@@ -11,12 +11,22 @@ use std::sync::Arc;
 pub use password::{PasswordChecker, PasswordHash};
 pub use roles::{Grants, Permission, Role, Scope, UnknownNames};
 
+/// A role defined in the roles file (`auth.roles_file`), as the dashboard's custom roles
+/// are: a name and what it grants on each scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomRole {
+    pub name: String,
+    pub grants: Grants,
+}
+
 /// A user as the configuration describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserSpec {
     pub username: String,
     pub password_hash: PasswordHash,
     pub roles: Vec<Role>,
+    /// The roles file's roles this user holds, beside its system roles.
+    pub custom_roles: Vec<CustomRole>,
     pub enabled: bool,
 }
 
@@ -45,10 +55,15 @@ impl UserDb {
                     username,
                     password_hash,
                     roles,
+                    custom_roles,
                     enabled,
                 } = spec;
+                // The dashboard's `User.permissions_dict`: the union over every role held.
+                let grants = custom_roles
+                    .iter()
+                    .fold(Grants::of(&roles), |all, custom| all.union(&custom.grants));
                 let user = User {
-                    grants: Grants::of(&roles),
+                    grants,
                     username: username.clone(),
                     password_hash: Arc::new(password_hash),
                     roles,
@@ -84,6 +99,7 @@ mod tests {
             username: name.into(),
             password_hash: PasswordHash::Bcrypt(format!("$2b$04${}", "a".repeat(53))),
             roles: vec![Role::ReadOnly],
+            custom_roles: Vec::new(),
             enabled,
         }
     }
@@ -95,5 +111,23 @@ mod tests {
         assert!(db.active("bob").is_none());
         assert!(db.active("carol").is_none());
         assert_eq!(db.len(), 2);
+    }
+
+    #[test]
+    fn a_users_grants_are_the_union_of_its_system_and_custom_roles() {
+        let perms = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let osd = perms(&["read", "update"]);
+        let (grants, _) = Grants::from_permissions([("osd", osd.as_slice())]);
+        let mut alice = spec("alice", true);
+        alice.custom_roles = vec![CustomRole {
+            name: "osd-tuner".into(),
+            grants,
+        }];
+        let db = UserDb::new(vec![alice]);
+        let user = db.active("alice").unwrap();
+        assert!(user.grants.allows(Scope::Osd, Permission::Update));
+        assert!(user.grants.allows(Scope::Pool, Permission::Read));
+        assert!(!user.grants.allows(Scope::Osd, Permission::Delete));
+        assert!(!user.grants.allows(Scope::ConfigOpt, Permission::Read));
     }
 }

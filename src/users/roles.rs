@@ -86,7 +86,7 @@ pub enum Permission {
 
 impl Permission {
     /// Alphabetical, the order the dashboard lists them in.
-    const SORTED: [Permission; 4] = [
+    pub const SORTED: [Permission; 4] = [
         Permission::Create,
         Permission::Delete,
         Permission::Read,
