@@ -20,7 +20,8 @@
 //! connections kept small, connections per client address capped), the `admin`
 //! listener (`/metrics`, `/healthz`, `/readyz`), the dashboards' health checks, and
 //! `reload` (SIGHUP reloads the configuration and reopens the audit file). `logs` sets up
-//! where log lines go (`main`).
+//! where log lines go (`main`). `import` is `clustergate users import`: the dashboard's
+//! accounts as a users file and a roles file.
 
 mod access;
 mod access_log;
@@ -33,6 +34,7 @@ mod connections;
 mod docs;
 mod errors;
 mod forward;
+pub mod import;
 pub mod logs;
 mod metrics;
 mod paths;

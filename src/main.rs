@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use clustergate::import::{self, CephCli, Destination, ImportError};
 use clustergate::{config, logs, server, users::PasswordHash};
 
 /// mimalloc instead of glibc's malloc: the request path allocates many small, short-lived
@@ -15,6 +16,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Exit code for a configuration (or input) that does not validate: sysexits' EX_USAGE.
 const EXIT_BAD_CONFIG: u8 = 64;
+/// `users import` could not read the dashboard's accounts: sysexits' EX_UNAVAILABLE.
+const EXIT_UNAVAILABLE: u8 = 69;
+/// `users import` refuses to replace a file without --force: sysexits' EX_CANTCREAT.
+const EXIT_CANT_CREATE: u8 = 73;
+/// `users import` could not write a file: sysexits' EX_IOERR.
+const EXIT_IO: u8 = 74;
 
 #[derive(Parser)]
 #[command(
@@ -45,6 +52,43 @@ enum Command {
     },
     /// Read one password from standard input and print its argon2id hash for the users file.
     HashPassword,
+    /// Manage the users file.
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum UsersCommand {
+    /// Write the dashboard's users and custom roles as a users file and a roles file.
+    ///
+    /// Reads them with the `ceph` CLI (`ceph dashboard ac-user-show`, `ac-role-show`), which
+    /// needs a client key allowed to run mgr commands. Kept: each user's bcrypt hash (so it
+    /// logs in with its dashboard password), its roles (system roles under the same names,
+    /// custom roles in the roles file), disabled users disabled. Users the dashboard holds
+    /// back (an expired password, or a password change required) are written disabled;
+    /// scopes or permissions the gateway does not know are left out of a role. Each such
+    /// difference is printed; hashes never are. Existing files are kept unless --force
+    /// (exit 73). The dashboard's REST API is not a source: it does not return password
+    /// hashes, so its users could not log in with `auth.source = "local"`.
+    Import {
+        /// The users file to write (the config's auth.users_file).
+        #[arg(long)]
+        users_file: PathBuf,
+        /// The roles file to write (the config's auth.roles_file).
+        #[arg(long)]
+        roles_file: PathBuf,
+        /// Replace the files if they exist.
+        #[arg(long)]
+        force: bool,
+        /// The cluster's ceph.conf, passed to `ceph -c` (default: ceph's own).
+        #[arg(long)]
+        ceph_conf: Option<PathBuf>,
+        /// The `ceph` program.
+        #[arg(long, default_value = "ceph")]
+        ceph: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -53,6 +97,26 @@ fn main() -> ExitCode {
         Command::Run { config, upgrade } => run(&config, server::Start { upgrade }),
         Command::CheckConfig { config } => check_config(&config),
         Command::HashPassword => hash_password(),
+        Command::Users {
+            command:
+                UsersCommand::Import {
+                    users_file,
+                    roles_file,
+                    force,
+                    ceph_conf,
+                    ceph,
+                },
+        } => import_users(
+            &CephCli {
+                program: ceph,
+                conf: ceph_conf,
+            },
+            &Destination {
+                users_file,
+                roles_file,
+                force,
+            },
+        ),
     }
 }
 
@@ -135,4 +199,37 @@ fn hash_password() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn import_users(ceph: &CephCli, to: &Destination) -> ExitCode {
+    match import::import(ceph, to, unix_now()) {
+        Ok(imported) => {
+            for note in &imported.notes {
+                eprintln!("note: {note}");
+            }
+            println!(
+                "wrote {} users ({} disabled) to {} and {} custom roles to {}",
+                imported.users,
+                imported.disabled,
+                to.users_file.display(),
+                imported.roles,
+                to.roles_file.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("clustergate: {e}");
+            ExitCode::from(match e {
+                ImportError::Exists(_) => EXIT_CANT_CREATE,
+                ImportError::Ceph(_) | ImportError::TooMany(_) => EXIT_UNAVAILABLE,
+                ImportError::Export(_) | ImportError::Write(_) => EXIT_IO,
+            })
+        }
+    }
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }

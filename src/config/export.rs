@@ -47,7 +47,7 @@ pub fn users_file_text(header: &str, users: Vec<UserRecord>) -> Result<String, E
         })
         .collect();
     Ok(format!(
-        "{header}\n{}",
+        "{header}\n\n{}",
         toml::to_string(&UsersFile { users })?
     ))
 }
@@ -70,7 +70,7 @@ pub fn roles_file_text(header: &str, roles: Vec<RoleRecord>) -> Result<String, E
         })
         .collect();
     Ok(format!(
-        "{header}\n{}",
+        "{header}\n\n{}",
         toml::to_string(&RolesFile { roles })?
     ))
 }
