@@ -3,7 +3,8 @@
 //! they get (`requests`), JWT decoding and forging (`jwt`), the dashboard's response shapes as
 //! assertions (`expect`), the real Ceph dashboards forwarding tests run against (`dashboard`,
 //! started through `ceph_dev`), the requests and metrics of forwarding (`forwarding`), and a
-//! real Prometheus with the metric names PromQL reads (`prometheus_server`, `promql`).
+//! real Prometheus with the metric names PromQL reads (`prometheus_server`, `promql`), and
+//! the scope probe comparing the gateway's 403s with the dashboard's (`scope_probe`).
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
 mod ceph_dev;
@@ -19,6 +20,7 @@ mod prometheus_server;
 mod promql;
 mod redis;
 mod requests;
+mod scope_probe;
 mod users;
 
 pub use dashboard::*;
@@ -33,6 +35,7 @@ pub use prometheus_server::*;
 pub use promql::*;
 pub use redis::*;
 pub use requests::*;
+pub use scope_probe::*;
 pub use users::*;
 
 use std::io::Write;

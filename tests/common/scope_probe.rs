@@ -1,0 +1,228 @@
+//! The scope probe: every operation of conf/scopes.toml that needs a token, sent through
+//! the gateway and straight to the dashboard as the same users, and whether each refused
+//! it (403) alike. tests/scope_table.rs runs it for the system roles, tests/import.rs for
+//! an imported custom role.
+//!
+//! Allowed requests are really forwarded (with the gateway's administrator service account)
+//! and really run on the dashboard (with the users' own rights): path values are dummies
+//! (`cg-probe-nonexistent`) and bodies `{}`, so they fail harmlessly, as
+//! deploy/tools/probe_scopes.py does.
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use super::{assert_forbidden, Dashboard, Reply, RunningGateway, V1};
+
+const DUMMY: &str = "cg-probe-nonexistent";
+
+#[derive(Debug)]
+struct Operation {
+    method: Method,
+    template: String,
+    scope: String,
+    permission: String,
+    public: bool,
+}
+
+impl Operation {
+    /// The template with every `{param}` replaced by the dummy value.
+    fn path(&self) -> String {
+        let mut out = String::new();
+        let mut rest = self.template.as_str();
+        while let Some(start) = rest.find('{') {
+            let end = rest[start..]
+                .find('}')
+                .map(|e| start + e)
+                .expect("closing brace");
+            out.push_str(&rest[..start]);
+            out.push_str(DUMMY);
+            rest = &rest[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    fn body(&self) -> Option<Value> {
+        matches!(self.method, Method::POST | Method::PUT | Method::PATCH).then(|| json!({}))
+    }
+
+    /// The gateway must forward every `/api` path; the web UI's `/ui-api` it may refuse (404).
+    fn must_be_forwarded(&self) -> bool {
+        self.template.starts_with("/api/")
+    }
+
+    fn label(&self) -> String {
+        let scope = if self.scope.is_empty() {
+            "-"
+        } else {
+            &self.scope
+        };
+        format!(
+            "{} {} [{scope}/{}]",
+            self.method, self.template, self.permission
+        )
+    }
+}
+
+/// `access.closed_operations`' default: the gateway refuses these whoever asks, because
+/// through it they would act on its own dashboard account.
+const CLOSED_AT_THE_GATEWAY: [&str; 1] = ["POST /api/user/{username}/change_password"];
+
+fn operations() -> Vec<Operation> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/scopes.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let table: toml::Table = toml::from_str(&text).unwrap();
+    let ops = table["operation"]
+        .as_array()
+        .expect("[[operation]] entries");
+    ops.iter()
+        .map(|op| {
+            let field = |k: &str| op[k].as_str().unwrap().to_string();
+            Operation {
+                method: Method::from_bytes(field("method").as_bytes()).unwrap(),
+                template: field("path"),
+                scope: field("scope"),
+                permission: field("permission"),
+                public: op["public"].as_bool().unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// One user's view of one operation: did the gateway and the dashboard refuse it?
+struct Decision {
+    gateway: Reply,
+    dashboard: Reply,
+}
+
+impl Decision {
+    fn agrees(&self) -> bool {
+        (self.gateway.status == 403) == (self.dashboard.status == 403)
+    }
+}
+
+fn describe(r: &Reply) -> String {
+    let text = r.text();
+    format!("{} {}", r.status, &text[..text.len().min(120)])
+}
+
+/// A user probed: its name, its gateway token and its dashboard token.
+pub struct Subject {
+    pub name: String,
+    pub gateway_token: String,
+    pub dashboard_token: String,
+}
+
+/// What the probe found.
+#[derive(Debug)]
+pub struct ProbeOutcome {
+    /// Operations of the table that need a token.
+    pub operations: usize,
+    /// Of them, sent through the gateway and compared.
+    pub compared: usize,
+    /// How many the dashboard refused, per subject.
+    pub refused: Vec<usize>,
+    /// `/ui-api` operations the gateway does not forward (404).
+    pub not_forwarded: usize,
+    /// Each disagreement, one line each.
+    pub mismatches: Vec<String>,
+}
+
+impl ProbeOutcome {
+    pub fn summary(&self) -> String {
+        format!(
+            "{} operations needing a token: {} compared through the gateway (dashboard \
+             refused {:?} per user); {} outside /api not forwarded by the gateway (404); \
+             {} mismatches",
+            self.operations,
+            self.compared,
+            self.refused,
+            self.not_forwarded,
+            self.mismatches.len()
+        )
+    }
+}
+
+/// Sends every operation needing a token through `gw` and to `dash` as each subject.
+pub async fn probe_scopes(
+    gw: &RunningGateway,
+    dash: &Dashboard,
+    subjects: &[Subject],
+) -> ProbeOutcome {
+    let ops: Vec<Operation> = operations().into_iter().filter(|op| !op.public).collect();
+    assert!(
+        ops.len() > 250,
+        "only {} operations in the table",
+        ops.len()
+    );
+    let mut outcome = ProbeOutcome {
+        operations: ops.len(),
+        compared: 0,
+        refused: vec![0; subjects.len()],
+        not_forwarded: 0,
+        mismatches: Vec::new(),
+    };
+    for op in &ops {
+        let path = op.path();
+        let body = op.body();
+        // Without a token the gateway answers 401 itself, for every operation it forwards.
+        let anonymous = gw.api(op.method.clone(), &path, None, body.as_ref()).await;
+        if !op.must_be_forwarded() && anonymous.status == 404 {
+            outcome.not_forwarded += 1;
+            continue;
+        }
+        if anonymous.status != 401 {
+            outcome.mismatches.push(format!(
+                "{} without a token: {}",
+                op.label(),
+                describe(&anonymous)
+            ));
+        }
+        outcome.compared += 1;
+        for (i, subject) in subjects.iter().enumerate() {
+            let decision = Decision {
+                gateway: gw
+                    .api(
+                        op.method.clone(),
+                        &path,
+                        Some(&subject.gateway_token),
+                        body.as_ref(),
+                    )
+                    .await,
+                dashboard: dash
+                    .send(
+                        op.method.clone(),
+                        &path,
+                        Some(&subject.dashboard_token),
+                        V1,
+                        body.as_ref(),
+                    )
+                    .await,
+            };
+            if decision.dashboard.status == 403 {
+                outcome.refused[i] += 1;
+            }
+            let user = &subject.name;
+            if CLOSED_AT_THE_GATEWAY.contains(&format!("{} {}", op.method, op.template).as_str()) {
+                assert_eq!(decision.gateway.status, 403, "{} as {user}", op.label());
+                assert!(decision
+                    .gateway
+                    .text()
+                    .contains("not offered through the gateway"));
+                continue;
+            }
+            if decision.gateway.status == 403 && decision.agrees() {
+                assert_forbidden(&decision.gateway);
+            }
+            if !decision.agrees() || decision.gateway.status == 401 {
+                outcome.mismatches.push(format!(
+                    "{} as {user}: gateway {}; dashboard {}",
+                    op.label(),
+                    describe(&decision.gateway),
+                    describe(&decision.dashboard)
+                ));
+            }
+        }
+    }
+    outcome
+}
