@@ -251,3 +251,29 @@ async fn a_hash_password_output_logs_in() {
     let token = gw.login("ops", "Fr0m-The-Cli").await;
     assert_eq!(jwt_payload(&token)["username"], "ops");
 }
+
+#[test]
+fn check_config_counts_custom_roles_and_names_a_bad_ones_key() {
+    let roles =
+        "[[roles]]\nname = \"pool-auditor\"\n[roles.scopes_permissions]\npool = [\"read\"]\n";
+    let spec = Gateway::new()
+        .user(User::new("auditor", "Aud1tor-Pass", &["pool-auditor"]))
+        .file("roles.toml", roles)
+        .extra_toml("auth", "roles_file = \"roles.toml\"");
+    let (_dir, out) = spec.check_config();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+    assert!(printed.contains("1 custom roles in"), "{printed}");
+
+    let (_dir, out) = spec
+        .file("roles.toml", &roles.replace("pool = ", "pools = "))
+        .check_config();
+    assert_problem(
+        &out,
+        "roles.toml",
+        &[
+            "roles[0] (\"pool-auditor\").scopes_permissions.pools",
+            "unknown scope",
+        ],
+    );
+}

@@ -1,4 +1,4 @@
-//! Reloading on SIGHUP: users, signing keys, the TLS certificate and the upstream servers
+//! Reloading on SIGHUP: users and custom roles, signing keys, the TLS certificate and the upstream servers
 //! change without a restart; a bad file keeps the running configuration; settings that
 //! cannot change live are named; requests in flight are not disturbed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -168,6 +168,47 @@ fn trusting(ca: &str) -> reqwest::Client {
         .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
         .build()
         .unwrap()
+}
+
+/// A roles file whose one role grants `pool` the permissions `pool`.
+fn roles_file(pool: &str) -> String {
+    format!("[[roles]]\nname = \"pool-auditor\"\n[roles.scopes_permissions]\npool = {pool}\n")
+}
+
+#[tokio::test]
+async fn a_custom_roles_grants_change_on_reload_and_a_bad_roles_file_keeps_them() {
+    let mut gw = Gateway::new()
+        .user(User::new(
+            "auditor",
+            "Aud1tor-Pass",
+            &["pool-auditor", "rgw-manager"],
+        ))
+        .file("roles.toml", &roles_file("[\"read\"]"))
+        .extra_toml("auth", "roles_file = \"roles.toml\"")
+        .start();
+    let token = gw.login("auditor", "Aud1tor-Pass").await;
+    let rgw = serde_json::json!(["create", "delete", "read", "update"]);
+    let permissions =
+        |pool: &[&str]| serde_json::json!({"grafana": ["read"], "pool": pool, "rgw": rgw});
+    assert_check_ok(&gw.check(&token).await, "auditor", &permissions(&["read"]));
+
+    let grown = roles_file("[\"read\", \"update\"]");
+    assert!(
+        gw.reload(|spec| *spec = spec.clone().file("roles.toml", &grown))
+            .await
+    );
+    let grown_permissions = permissions(&["read", "update"]);
+    assert_check_ok(&gw.check(&token).await, "auditor", &grown_permissions);
+
+    let bad = roles_file("[\"read\", \"fly\"]");
+    assert!(
+        !gw.reload(|spec| *spec = spec.clone().file("roles.toml", &bad))
+            .await
+    );
+    assert!(gw
+        .logs()
+        .contains("roles.toml: roles[0] (\"pool-auditor\").scopes_permissions.pool"));
+    assert_check_ok(&gw.check(&token).await, "auditor", &grown_permissions);
 }
 
 #[tokio::test]
