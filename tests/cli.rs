@@ -277,3 +277,30 @@ fn check_config_counts_custom_roles_and_names_a_bad_ones_key() {
         ],
     );
 }
+
+#[test]
+fn users_import_without_a_working_ceph_exits_69_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.toml");
+    let roles = dir.path().join("roles.toml");
+    let out = cli(
+        &[
+            "users",
+            "import",
+            "--users-file",
+            users.to_str().unwrap(),
+            "--roles-file",
+            roles.to_str().unwrap(),
+            "--ceph",
+            "/nonexistent/ceph",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(69), "stderr:\n{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("/nonexistent/ceph"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!users.exists() && !roles.exists());
+}

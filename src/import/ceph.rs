@@ -91,7 +91,7 @@ impl CephCli {
 
     /// `ceph dashboard ARGS` parsed as JSON.
     fn json<T: serde::de::DeserializeOwned>(&self, args: &[&str]) -> Result<T, CephError> {
-        let command = format!("ceph dashboard {}", args.join(" "));
+        let command = format!("{} dashboard {}", self.program.display(), args.join(" "));
         let stdout = self.run(&command, args)?;
         serde_json::from_slice(&stdout).map_err(|e| CephError::Json {
             command,
