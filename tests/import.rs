@@ -18,29 +18,54 @@ use serde_json::Value;
 const ROLE: &str = "pool-auditor";
 const AUDITOR: (&str, &str) = ("auditor", "Aud1tor-Import-Pass");
 const LEAVER: (&str, &str) = ("leaver", "Le4ver-Import-Pass");
+/// Must change its password first (`--pwd-update-required`).
+const MUST_CHANGE: (&str, &str) = ("mustchange", "Must-Change-Pass1");
+/// Its password expires seconds after it is made.
+const EXPIRED: (&str, &str) = ("expired", "Exp1red-Import-Pass");
 
-/// The custom role (pool read; osd read and update) and its user, and a disabled user.
+/// `ceph dashboard ac-user-create NAME -i FILE ARGS` (the password through a file).
+fn create_user(dash: &Dashboard, (name, password): (&str, &str), args: &[&str]) {
+    let file = dash.dir.join(format!(".cg-test-{name}-password"));
+    fs::write(&file, password).unwrap();
+    let file_arg = file.to_string_lossy().into_owned();
+    let create = ["dashboard", "ac-user-create", name, "-i", &file_arg];
+    dash.ceph_ok(&[&create[..], args].concat());
+    fs::remove_file(&file).unwrap();
+}
+
+/// The custom role (pool read; osd read and update) and its user, a disabled user, one who
+/// must change its password, and one whose password has expired.
 fn create_accounts(dash: &Dashboard) {
     let ceph = |args: &[&str]| dash.ceph_ok(&[&["dashboard"], args].concat());
     ceph(&["ac-role-create", ROLE, "reads pools, tunes OSDs"]);
     ceph(&["ac-role-add-scope-perms", ROLE, "pool", "read"]);
     ceph(&["ac-role-add-scope-perms", ROLE, "osd", "read", "update"]);
-    for ((name, password), role) in [(AUDITOR, ROLE), (LEAVER, "read-only")] {
-        let file = dash.dir.join(format!(".cg-test-{name}-password"));
-        fs::write(&file, password).unwrap();
-        let file_arg = file.to_string_lossy().into_owned();
-        ceph(&[
-            "ac-user-create",
-            name,
-            "-i",
-            &file_arg,
-            role,
-            "--force-password",
-        ]);
-        fs::remove_file(&file).unwrap();
-    }
+    create_user(dash, AUDITOR, &[ROLE, "--force-password"]);
+    create_user(dash, LEAVER, &["read-only", "--force-password"]);
     // `ac-user-disable` prints the user, hash included: its output is not kept.
     ceph(&["ac-user-disable", LEAVER.0]);
+    let must_change = ["read-only", "--force-password", "--pwd-update-required"];
+    create_user(dash, MUST_CHANGE, &must_change);
+    // A date in the past is refused: one a moment ahead, then waited out.
+    let expires = unix_now() + 2;
+    let expires_arg = expires.to_string();
+    let expiring = [
+        "read-only",
+        "--force-password",
+        "--pwd_expiration_date",
+        &expires_arg,
+    ];
+    create_user(dash, EXPIRED, &expiring);
+    while unix_now() <= expires {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }
 
 /// `clustergate users import` into `dir`'s users.toml and roles.toml.
@@ -84,6 +109,13 @@ fn dashboard_hashes(dash: &Dashboard) -> Vec<String> {
         .collect()
 }
 
+/// `POST /api/auth` on the dashboard itself, whatever it answers.
+async fn dashboard_login(dash: &Dashboard, (user, password): (&str, &str)) -> Reply {
+    let body = serde_json::json!({"username": user, "password": password});
+    dash.send(reqwest::Method::POST, "/api/auth", None, V1, Some(&body))
+        .await
+}
+
 /// A `permissions` object with each scope's list sorted (the dashboard's order varies).
 fn normalized(permissions: &Value) -> Value {
     let mut map = permissions.as_object().unwrap().clone();
@@ -110,10 +142,16 @@ async fn imported_users_log_in_with_their_dashboard_passwords_and_their_custom_r
     let text = printed(&out);
     assert!(out.status.success(), "import: {text}");
     assert!(text.contains("1 custom roles"), "{text}");
-    assert!(
-        text.contains(&format!("user \"{}\": disabled on the dashboard", LEAVER.0)),
-        "{text}"
-    );
+    for (user, why) in [
+        (LEAVER.0, "disabled on the dashboard"),
+        (MUST_CHANGE.0, "pwdUpdateRequired"),
+        (EXPIRED.0, "expired"),
+    ] {
+        let noted = text
+            .lines()
+            .any(|l| l.contains(&format!("user {user:?}")) && l.contains(why));
+        assert!(noted, "no note on {user}: {text}");
+    }
     for hash in dashboard_hashes(&dash) {
         assert!(!text.contains(&hash[7..]), "a hash was printed: {text}");
     }
@@ -161,19 +199,19 @@ async fn imported_users_log_in_with_their_dashboard_passwords_and_their_custom_r
     for (user, password) in passwords {
         gw.login(user, password).await;
     }
-    assert_invalid_credentials(&gw.try_login(LEAVER.0, LEAVER.1).await);
+    // What the dashboard refuses (a disabled user, an expired password) or lets log in but
+    // refuses every request of (a required password change), the gateway refuses at login.
+    for (user, password) in [LEAVER, MUST_CHANGE, EXPIRED] {
+        assert_invalid_credentials(&gw.try_login(user, password).await);
+    }
+    assert_eq!(dashboard_login(&dash, EXPIRED).await.status, 400);
+    let must_change = dashboard_login(&dash, MUST_CHANGE).await;
+    assert_eq!(must_change.status, 201, "{}", must_change.text());
+    assert_eq!(must_change.json()["pwdUpdateRequired"], true);
 
     let login = gw.try_login(AUDITOR.0, AUDITOR.1).await;
     let gateway_token = login.json()["token"].as_str().unwrap().to_string();
-    let dash_login = dash
-        .send(
-            reqwest::Method::POST,
-            "/api/auth",
-            None,
-            V1,
-            Some(&serde_json::json!({"username": AUDITOR.0, "password": AUDITOR.1})),
-        )
-        .await;
+    let dash_login = dashboard_login(&dash, AUDITOR).await;
     assert_eq!(dash_login.status, 201, "{}", dash_login.text());
     let expected = normalized(&dash_login.json()["permissions"]);
     assert_eq!(normalized(&login.json()["permissions"]), expected);
