@@ -139,6 +139,23 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_example_loads() {
+        let example =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/roles.example.toml");
+        let (_dir, config) = load(
+            &std::fs::read_to_string(example).unwrap(),
+            "\"pool-auditor\"",
+        );
+        let grants = config.unwrap().users.users[0].custom_roles[0]
+            .grants
+            .clone();
+        assert_eq!(
+            grants.json(),
+            r#"{"osd":["read","update"],"pool":["read"]}"#
+        );
+    }
+
+    #[test]
     fn an_unknown_scope_is_named_by_its_key() {
         let e = errors(
             "[[roles]]\nname = \"r\"\n[roles.scopes_permissions]\npools = [\"read\"]\n",
