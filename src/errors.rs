@@ -13,6 +13,7 @@ use crate::access::AccessError;
 use crate::paths::PathError;
 use crate::state::StateError;
 use crate::upstream::credentials::CredentialError;
+use crate::upstream::login::LoginError;
 use crate::upstream::ClientError;
 use crate::users::password::HashError;
 use crate::versioning::VersionError;
@@ -38,6 +39,10 @@ pub enum GatewayError {
     Unauthorized,
     #[error("You don't have permissions to access that resource")]
     Forbidden,
+    /// `upstream.identity = "user"`: the password is good here, but the dashboard has no
+    /// account with this name and password to act as.
+    #[error("The dashboard has no account with this username and password: the gateway acts as each user's own dashboard account (upstream.identity = \"user\"), so create or import that account on the dashboard with the same password.")]
+    NoDashboardAccount,
     /// Refused whoever asks: it would act on the gateway's own dashboard account.
     #[error("This operation is not offered through the gateway: it would act on the gateway's own dashboard account.")]
     NotOffered,
@@ -164,7 +169,9 @@ impl GatewayError {
             | GatewayError::InvalidPath { .. }
             | GatewayError::InvalidCredentials => 400,
             GatewayError::Unauthorized => 401,
-            GatewayError::Forbidden | GatewayError::NotOffered => 403,
+            GatewayError::Forbidden
+            | GatewayError::NotOffered
+            | GatewayError::NoDashboardAccount => 403,
             GatewayError::NotFound { .. } => 404,
             GatewayError::MethodNotAllowed { .. } => 405,
             GatewayError::LengthRequired { .. } => 411,
@@ -203,6 +210,9 @@ impl GatewayError {
         match self {
             GatewayError::InvalidCredentials => json!({
                 "detail": self.to_string(), "code": "invalid_credentials", "component": "auth",
+            }),
+            GatewayError::NoDashboardAccount => json!({
+                "detail": self.to_string(), "code": "no_dashboard_account", "component": "auth",
             }),
             GatewayError::BadRequest { detail } => json!({
                 "detail": detail, "code": "invalid_request", "component": "auth",
@@ -253,7 +263,9 @@ impl From<HashError> for GatewayError {
 impl From<CredentialError> for GatewayError {
     fn from(e: CredentialError) -> Self {
         match e {
-            CredentialError::Client(ClientError::Timeout) => GatewayError::GatewayTimeout,
+            CredentialError::Login(LoginError::Client(ClientError::Timeout)) => {
+                GatewayError::GatewayTimeout
+            }
             _ => GatewayError::BadGateway {
                 detail: "the gateway could not log in to the dashboard backend".into(),
             },

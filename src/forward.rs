@@ -11,6 +11,7 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::Session;
 
 use crate::auth::request::TOKEN_COOKIE;
+use crate::auth::UserToken;
 use crate::errors::GatewayError;
 use crate::respond::carries_only;
 use crate::upstream::Upstreams;
@@ -23,6 +24,9 @@ pub struct Forward {
     pub path_and_query: String,
     /// `None` for what the gateway serves without a token (the web UI's files).
     pub user: Option<Arc<User>>,
+    /// The user's own dashboard token, sent instead of the service account's; `None`:
+    /// the service account's (`upstream.identity = "service"`).
+    pub user_token: Option<UserToken>,
     /// The single vendor media type chosen from the client's Accept (API paths).
     pub accept: Option<String>,
 }
@@ -230,18 +234,19 @@ pub fn rewrite_response(resp: &mut ResponseHeader, upstreams: &Upstreams) -> pin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::users::{Grants, PasswordHash, Role};
+    use crate::users::{Grants, Role};
 
     fn forward(username: &str) -> Forward {
         Forward {
             path_and_query: "/api/pool?stats=true".into(),
             user: Some(Arc::new(User {
                 username: username.into(),
-                password_hash: Arc::new(PasswordHash::Bcrypt(String::new())),
+                password_hash: None,
                 roles: vec![Role::ReadOnly],
                 grants: Grants::of(&[Role::ReadOnly]),
                 enabled: true,
             })),
+            user_token: None,
             accept: Some("application/vnd.ceph.api.v1.0+json".into()),
         }
     }

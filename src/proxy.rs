@@ -4,10 +4,11 @@
 //!    auth endpoints (`auth`) and the docs (`docs`) here; admit the rest (`access`: token
 //!    401, operation 404, role 403, version 415) and check its body (`request`).
 //! 2. `upstream_peer`: the active manager this request has not tried (`upstream::Attempt`).
-//! 3. `upstream_request_filter`: swap the client's credentials for the service account's
-//!    (`forward`).
+//! 3. `upstream_request_filter`: swap the client's credentials for the user's own
+//!    dashboard token (`auth`'s session) or the service account's (`forward`).
 //! 4. `upstream_response_filter`: a standby's answer or a refused service token never
-//!    reaches the client: the attempt decides, and `error_while_proxy` retries.
+//!    reaches the client: the attempt decides, and `error_while_proxy` retries; a refused
+//!    user token ends that user's session.
 //! 5. `response_filter`: security headers, no backend address in `Location`.
 //! 6. `fail_to_proxy` answers errors in the dashboard's shape (`errors`); `logging`
 //!    measures (`metrics`) and records the request (`access_log`, `audit`).
@@ -41,6 +42,7 @@ use crate::respond::{self, LocalResponse};
 use crate::routes::Route;
 use crate::state::{unix_now, unix_now_ms};
 use crate::upstream::credentials::{CredentialError, ServiceAccount};
+use crate::upstream::login::LoginError;
 use crate::upstream::{
     health, Attempt, Backend, BackendState, ErrorVerdict, ResponseVerdict, Upstreams,
 };
@@ -90,6 +92,26 @@ pub struct RequestCtx {
     operation: Option<(Arc<Admission>, OperationId)>,
     /// Whom an auth endpoint's request was about.
     subject: AuthSubject,
+}
+
+/// Which dashboard token a forwarded request carries.
+enum Credential {
+    /// The user's own (their dashboard session).
+    User(Arc<str>),
+    /// The service account's.
+    Service,
+    /// None: what the gateway serves without a token (the web UI's files).
+    None,
+}
+
+impl Credential {
+    fn of(forward: &Forward) -> Credential {
+        match (&forward.user_token, &forward.user) {
+            (Some(own), _) => Credential::User(own.token.clone()),
+            (None, Some(_)) => Credential::Service,
+            (None, None) => Credential::None,
+        }
+    }
 }
 
 /// What `request_filter` decided.
@@ -157,7 +179,8 @@ impl ProxyHttp for Gateway {
         Ok(Box::new(self.upstreams.peer(&backend, read_timeout)))
     }
 
-    /// Swaps the client's credentials for the service account's token.
+    /// Swaps the client's credentials for the user's own dashboard token, or the service
+    /// account's.
     async fn upstream_request_filter(
         &self,
         session: &mut Session,
@@ -167,10 +190,11 @@ impl ProxyHttp for Gateway {
         let Some(backend) = ctx.attempt.backend().cloned() else {
             return Error::e_explain(InternalError, "forwarding without a backend");
         };
-        // Only authenticated requests act as the service account.
-        let token = match ctx.forward.as_ref().is_some_and(|f| f.user.is_some()) {
-            true => Some(self.service_token(&backend, ctx).await?),
-            false => None,
+        let token = match ctx.forward.as_ref().map(Credential::of) {
+            Some(Credential::User(token)) => Some(token),
+            // Only authenticated requests act as the service account.
+            Some(Credential::Service) => Some(self.service_token(&backend, ctx).await?),
+            Some(Credential::None) | None => None,
         };
         let Some(forward) = &ctx.forward else {
             return Error::e_explain(InternalError, "forwarding without a decision");
@@ -181,7 +205,10 @@ impl ProxyHttp for Gateway {
         if let Some(length) = ctx.buffered_body {
             forward::set_body_length(upstream_request, length)?;
         }
-        ctx.attempt.sending(token);
+        match forward.user_token.is_some() {
+            true => ctx.attempt.sending_as_user(),
+            false => ctx.attempt.sending(token),
+        }
         Ok(())
     }
 
@@ -202,7 +229,7 @@ impl ProxyHttp for Gateway {
     }
 
     /// A standby's answer, or a refusal of the service token, is retried instead of
-    /// reaching the client.
+    /// reaching the client; a refusal of the user's own token ends their session.
     async fn upstream_response_filter(
         &self,
         _session: &mut Session,
@@ -229,6 +256,12 @@ impl ProxyHttp for Gateway {
                 }
                 Err(GatewayError::unreachable_backend()
                     .into_retry("retrying with a new service token"))
+            }
+            ResponseVerdict::EndSession => {
+                if let Some(token) = ctx.forward.as_ref().and_then(|f| f.user_token.as_ref()) {
+                    self.auth.user_token_refused(token, unix_now()).await;
+                }
+                Ok(())
             }
         }
     }
@@ -533,7 +566,7 @@ impl Gateway {
         };
         match account.token(&self.upstreams, backend, unix_now()).await {
             Ok(token) => Ok(token),
-            Err(CredentialError::NotActive(status)) => {
+            Err(CredentialError::Login(LoginError::NotActive(status))) => {
                 health::record(backend, BackendState::Standby);
                 ctx.attempt.on_standby_login();
                 Err(GatewayError::no_active_backend()

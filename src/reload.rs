@@ -118,7 +118,7 @@ impl Reloader {
 
     fn prepare(&self, running: &Config, new: &Config) -> Result<Prepared, ReloadError> {
         let state_dir = &running.server.state_dir;
-        let users = crate::server::user_db(new.users.clone(), state_dir)
+        let users = crate::server::user_db(new.users.clone(), running.auth.source, state_dir)
             .map_err(|e| ReloadError::Users(e.to_string()))?;
         let keys = crate::server::signing_keys(&new.auth, state_dir)
             .map_err(|e| ReloadError::Keys(e.to_string()))?;
@@ -227,6 +227,8 @@ fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
         ("metrics.listen", a.metrics.listen != b.metrics.listen),
         ("api.vendor", a.api.vendor != b.api.vendor),
         ("auth.lockout_*", a.auth.lockout != b.auth.lockout),
+        ("auth.source", a.auth.source != b.auth.source),
+        ("upstream.identity", a.identity() != b.identity()),
         (
             "auth.max_failed_logins_per_ip_per_minute",
             a.auth.failed_logins_per_client != b.auth.failed_logins_per_client,

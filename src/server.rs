@@ -22,10 +22,10 @@ use crate::access::{AccessTable, Admission};
 use crate::access_log::AccessLog;
 use crate::admin::AdminApp;
 use crate::audit::{Audit, AuditError};
-use crate::auth::Auth;
+use crate::auth::{Auth, DashboardAccounts, RefusalFloor};
 use crate::config::{
-    AccessConfig, AuthConfig, Config, ServerConfig, TlsMode, UpstreamConfig, UpstreamTrust,
-    UsersConfig,
+    AccessConfig, AuthConfig, AuthSource, Config, ServerConfig, TlsMode, UpstreamConfig,
+    UpstreamIdentity, UpstreamTrust, UsersConfig,
 };
 use crate::connections::ClientConnections;
 use crate::docs::Docs;
@@ -119,6 +119,7 @@ fn build(
     logs: LogHandles,
 ) -> Result<(Server, DrainThenStop), StartError> {
     let running = config.clone();
+    let identity = config.identity();
     let Config {
         source: _,
         server: server_config,
@@ -134,7 +135,7 @@ fn build(
     let state_dir = &server_config.state_dir;
     secrets::ensure_private_dir(state_dir).map_err(StartError::StateDir)?;
     let signing_keys = signing_keys(&auth_config, state_dir)?;
-    let user_db = user_db(users, state_dir)?;
+    let user_db = user_db(users, auth_config.source, state_dir)?;
     let certificate = certificate(&server_config.tls, state_dir)?;
     if !start.upgrade {
         // An upgrade takes over the sockets the running gateway listens on.
@@ -151,6 +152,19 @@ fn build(
     }
     let tls_on = certificate.is_some();
     let stores = state.build().map_err(StartError::State)?;
+    let dashboards = match upstream {
+        Some(upstream) => Some(dashboards(
+            upstream,
+            &server_config.public_url,
+            &api.vendor,
+            &stores,
+            &metrics,
+        )?),
+        None => {
+            tracing::warn!("no [upstream] configured: only the auth endpoints are served");
+            None
+        }
+    };
     let auth = Arc::new(Auth {
         users: ArcSwap::from_pointee(user_db),
         tokens: ArcSwap::from_pointee(TokenService::new(
@@ -168,20 +182,17 @@ fn build(
         metrics: metrics.clone(),
         vendor: api.vendor.clone(),
         tls: tls_on,
+        source: auth_config.source,
+        dashboard: match (&dashboards, identity) {
+            (Some(d), UpstreamIdentity::User) => Some(Arc::new(DashboardAccounts::new(
+                d.upstreams.clone(),
+                ApiVersion::V1_0.media_type(&api.vendor),
+                stores.user_sessions.clone(),
+            ))),
+            _ => None,
+        },
+        refusal_floor: RefusalFloor::default(),
     });
-    let dashboards = match upstream {
-        Some(upstream) => Some(dashboards(
-            upstream,
-            &server_config.public_url,
-            &api.vendor,
-            &stores,
-            &metrics,
-        )?),
-        None => {
-            tracing::warn!("no [upstream] configured: only the auth endpoints are served");
-            None
-        }
-    };
     let account_name = dashboards.as_ref().map(|d| d.account_name.clone());
     let admission = Arc::new(ArcSwap::from_pointee(Admission::new(
         table(&access),
@@ -303,8 +314,17 @@ pub(crate) fn signing_keys(
     }])
 }
 
-/// The users, with the initial admin created first when none is enabled.
-pub(crate) fn user_db(users: UsersConfig, state_dir: &Path) -> Result<UserDb, StartError> {
+/// The users, with the initial admin created first when none is enabled; none when the
+/// dashboard's accounts log in (`auth.source = "dashboard"`).
+pub(crate) fn user_db(
+    users: UsersConfig,
+    source: AuthSource,
+    state_dir: &Path,
+) -> Result<UserDb, StartError> {
+    if source == AuthSource::Dashboard {
+        tracing::info!("auth.source = \"dashboard\": the dashboard's accounts log in; the users file is not read");
+        return Ok(UserDb::default());
+    }
     let (user_specs, created) = bootstrap::ensure_admin(users.users, state_dir)?;
     if let Some(path) = created {
         tracing::warn!(

@@ -105,14 +105,27 @@ impl TokenService {
         }
     }
 
+    #[cfg(test)]
     pub fn issue(&self, username: &str, now: u64) -> Result<Issued, TokenError> {
+        self.issue_until(username, now, None)
+    }
+
+    /// A token that expires after the TTL, or at `not_after` if that comes first (a
+    /// user's dashboard token: ours never outlives it).
+    pub fn issue_until(
+        &self,
+        username: &str,
+        now: u64,
+        not_after: Option<u64>,
+    ) -> Result<Issued, TokenError> {
+        let ttl_end = now.saturating_add(self.ttl.as_secs());
         let claims = Claims {
             iss: self.issuer.clone(),
             sub: username.to_string(),
             username: username.to_string(),
             jti: uuid::Uuid::new_v4().to_string(),
             iat: now,
-            exp: now.saturating_add(self.ttl.as_secs()),
+            exp: not_after.map_or(ttl_end, |end| end.min(ttl_end)),
         };
         let signing = self.keys.first().ok_or(TokenError::Signing)?;
         let mut header = Header::new(Algorithm::HS256);
@@ -302,6 +315,23 @@ mod tests {
 
     fn b64(bytes: &[u8]) -> String {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    #[test]
+    fn a_token_never_outlives_the_end_it_is_given() {
+        let s = service("0123456789abcdef0123456789abcdef");
+        assert_eq!(
+            s.issue_until("u", 1000, Some(1050)).unwrap().claims.exp,
+            1050
+        );
+        let ttl_end = s.issue("u", 1000).unwrap().claims.exp;
+        assert_eq!(
+            s.issue_until("u", 1000, Some(ttl_end + 1))
+                .unwrap()
+                .claims
+                .exp,
+            ttl_end
+        );
     }
 
     #[test]

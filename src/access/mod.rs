@@ -113,10 +113,14 @@ impl Admission {
             });
         }
         let requirement = lookup.requirement;
-        let user = match requirement {
+        let authenticated = match requirement {
             Ok(Requirement::Open) => None,
             Err(_) if request.route != Route::Api => None,
             _ => Some(self.auth.authenticate(request.headers, now).await?),
+        };
+        let (user, user_token) = match authenticated {
+            Some(a) => (Some(a.user), a.upstream),
+            None => (None, None),
         };
         let refused = |e| GatewayError::refused_access(e, request.path);
         let requirement = requirement.map_err(refused)?;
@@ -134,6 +138,7 @@ impl Admission {
         Ok(Forward {
             path_and_query,
             user,
+            user_token,
             accept,
         })
     }

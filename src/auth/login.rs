@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::dashboard::DashboardLogin;
 use super::{request::string_field, Auth, AuthRequest, AuthSubject, AUTH_VERSION};
-use crate::config::LockoutPolicy;
+use crate::config::{AuthSource, LockoutPolicy};
 use crate::errors::GatewayError;
 use crate::metrics::LoginResult;
 use crate::respond::LocalResponse;
@@ -14,10 +15,17 @@ use crate::state::{UnixMillis, UnixTime};
 use crate::users::User;
 use crate::versioning;
 
+/// A login whose password was good: the user, and their own dashboard login when the
+/// dashboard checked it or the user acts as themselves there.
+pub(super) struct LoggedIn {
+    pub user: Arc<User>,
+    pub dashboard: Option<DashboardLogin>,
+}
+
 /// Where a login attempt stands with the username's lockout, decided before its password
 /// is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Attempt {
+pub(super) enum Attempt {
     Allowed,
     /// The last one allowed: the username is locked unless it succeeds.
     Last,
@@ -39,7 +47,11 @@ impl Auth {
             Err(GatewayError::InvalidCredentials) => LoginResult::InvalidCredentials,
             Err(GatewayError::TooManyRequests) => LoginResult::Busy,
             Err(GatewayError::LoginRateLimited { .. }) => LoginResult::RateLimited,
-            Err(GatewayError::Unavailable { .. } | GatewayError::Internal) => LoginResult::Error,
+            Err(
+                GatewayError::Unavailable { .. }
+                | GatewayError::Internal
+                | GatewayError::NoDashboardAccount,
+            ) => LoginResult::Error,
             Err(_) => LoginResult::BadRequest,
         });
         result
@@ -66,19 +78,34 @@ impl Auth {
         // Both limits apply: the client's bucket first, so that a client refused here
         // costs no hash and counts against no username.
         let taken = self.take_login_token(req.client, now_ms).await?;
-        let checked = self.check_password(&username, password, now, subject).await;
+        let checked = match self.source {
+            AuthSource::Local => self.check_locally(&username, password, now, subject).await,
+            AuthSource::Dashboard => {
+                self.check_with_dashboard(&username, &password, now, subject)
+                    .await
+            }
+        };
         if !matches!(checked, Err(GatewayError::InvalidCredentials)) {
             self.give_back_login_token(taken, now_ms).await?;
         }
-        let user = checked?;
+        let LoggedIn { user, dashboard } = checked?;
 
         if self.lockout.is_some() {
             self.stores.lockouts.clear(&username).await?;
         }
-        let issued = self.tokens.load().issue(&user.username, now).map_err(|e| {
-            tracing::error!(error = %e, "cannot sign a token");
-            GatewayError::Internal
-        })?;
+        let not_after = dashboard.as_ref().and_then(|d| d.exp);
+        let issued = self
+            .tokens
+            .load()
+            .issue_until(&user.username, now, not_after)
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot sign a token");
+                GatewayError::Internal
+            })?;
+        if let Some(dashboard) = dashboard {
+            self.open_session(&issued.claims, &user, dashboard, now)
+                .await?;
+        }
         tracing::info!(username = %user.username, jti = %issued.claims.jti, "login");
         let body = json!({
             "token": issued.token,
@@ -93,6 +120,27 @@ impl Auth {
             LocalResponse::json(201, self.content_type(negotiated), &body)
                 .with_header("set-cookie", cookie),
         )
+    }
+
+    /// The users file checks the password; with `upstream.identity = "user"` the user's
+    /// own dashboard account is logged in as well.
+    async fn check_locally(
+        &self,
+        username: &str,
+        password: String,
+        now: UnixTime,
+        subject: &mut AuthSubject,
+    ) -> Result<LoggedIn, GatewayError> {
+        // Kept only when the dashboard is asked too (the hash check consumes it).
+        let own_password = self.dashboard.is_some().then(|| password.clone());
+        let user = self
+            .check_password(username, password, now, subject)
+            .await?;
+        let dashboard = match own_password {
+            Some(password) => Some(self.own_dashboard_login(username, &password, now).await?),
+            None => None,
+        };
+        Ok(LoggedIn { user, dashboard })
     }
 
     /// The user, if `password` is theirs and their username is not locked out; every
@@ -114,7 +162,7 @@ impl Auth {
         let hash = user
             .as_ref()
             .filter(|_| attempt != Attempt::Locked)
-            .map(|u| u.password_hash.clone());
+            .and_then(|u| u.password_hash.clone());
         self.metrics.password_verified();
         let verified = self.passwords.verify(hash, password).await?;
 
@@ -132,7 +180,7 @@ impl Auth {
     }
 
     /// The last attempt allowed failed: the lock `admit` set holds (counted once per lock).
-    fn locked_out(&self, username: &str) {
+    pub(super) fn locked_out(&self, username: &str) {
         self.metrics.lockout();
         if let Some(policy) = self.lockout {
             tracing::warn!(username = ?username, attempts = policy.attempts, lock_seconds = policy.duration.as_secs(), "user locked out after consecutive failed logins");
@@ -142,7 +190,7 @@ impl Auth {
     /// Counts this attempt before the slow hash, so that concurrent attempts cannot all
     /// slip past the limit (a success clears the count). Once the count passes the
     /// policy's attempts, the username is locked and refused without checking its password.
-    async fn admit(
+    pub(super) async fn admit(
         &self,
         username: &str,
         policy: LockoutPolicy,

@@ -1,5 +1,6 @@
-//! `POST /api/auth/logout`: revoke the token until it would have expired, and expire the
-//! cookie. Idempotent for any token we issued, as on the dashboard.
+//! `POST /api/auth/logout`: revoke the token until it would have expired, end the user's
+//! own dashboard session (the dashboard logs its token out too), and expire the cookie.
+//! Idempotent for any token we issued, as on the dashboard.
 
 use serde_json::json;
 
@@ -32,6 +33,7 @@ impl Auth {
             .revoke(&claims.jti, claims.exp, now)
             .await?;
         self.tokens.load().forget(token);
+        self.end_dashboard_session(&claims.jti, now).await?;
         tracing::info!(username = %claims.username, jti = %claims.jti, "logout");
         // `Path=/` so that browsers really drop the cookie set at login (the dashboard omits it).
         let cookie = format!(
@@ -44,6 +46,19 @@ impl Auth {
             &json!({"redirect_url": "#/login"}),
         )
         .with_header("set-cookie", cookie))
+    }
+}
+
+impl Auth {
+    /// Logs out the dashboard token of gateway token `jti`, if it has one.
+    async fn end_dashboard_session(&self, jti: &str, now: UnixTime) -> Result<(), GatewayError> {
+        let Some(dashboard) = &self.dashboard else {
+            return Ok(());
+        };
+        if let Some(session) = dashboard.find(jti, now).await? {
+            dashboard.end(&session.token, true).await?;
+        }
+        Ok(())
     }
 }
 

@@ -4,15 +4,18 @@
 
 mod check;
 mod client_limit;
+mod dashboard;
+mod dashboard_login;
 mod login;
 mod logout;
+mod refusal_time;
 pub mod request;
 
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::config::LockoutPolicy;
+use crate::config::{AuthSource, LockoutPolicy};
 use crate::errors::GatewayError;
 use crate::metrics::{Metrics, TokenCheckResult};
 use crate::respond::LocalResponse;
@@ -22,6 +25,8 @@ use crate::tokens::{TokenError, TokenService};
 use crate::users::{PasswordChecker, User, UserDb};
 use crate::versioning::{ApiVersion, Negotiated};
 
+pub use dashboard::{DashboardAccounts, UserToken};
+pub use refusal_time::RefusalFloor;
 pub use request::AuthRequest;
 
 /// The version of all three auth endpoints, as on the dashboard.
@@ -45,6 +50,21 @@ pub struct Auth {
     pub vendor: String,
     /// Whether clients reach us over TLS (cookies then carry `Secure`).
     pub tls: bool,
+    /// Who checks passwords at login.
+    pub source: AuthSource,
+    /// The users' own dashboard sessions (`auth.source = "dashboard"` or
+    /// `upstream.identity = "user"`); `None`: the dashboards see the service account.
+    pub dashboard: Option<Arc<DashboardAccounts>>,
+    /// How long a login the dashboard refused takes at least.
+    pub refusal_floor: RefusalFloor,
+}
+
+/// Whom a valid token authenticates, and the dashboard token their requests carry
+/// upstream (`None`: the service account's).
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    pub user: Arc<User>,
+    pub upstream: Option<UserToken>,
 }
 
 /// Whom an auth endpoint's request was about, for the logs: the username a login tried
@@ -67,6 +87,8 @@ enum TokenRejection {
     Revoked,
     #[error("token's user does not exist or is disabled")]
     UnknownUser,
+    #[error("token's dashboard session has ended")]
+    NoSession,
     #[error(transparent)]
     Store(#[from] StateError),
 }
@@ -99,7 +121,7 @@ impl Auth {
         &self,
         headers: &http::HeaderMap,
         now: UnixTime,
-    ) -> Result<Arc<User>, GatewayError> {
+    ) -> Result<Authenticated, GatewayError> {
         self.verify_token(request::client_token(headers), now)
             .await
             .map_err(|rejection| match rejection {
@@ -109,12 +131,12 @@ impl Auth {
     }
 
     /// A token is valid while it verifies, is not revoked, and its user exists and is
-    /// enabled.
+    /// enabled (in the users file, or as the dashboard's session describes it).
     async fn verify_token(
         &self,
         token: Option<&str>,
         now: UnixTime,
-    ) -> Result<Arc<User>, TokenRejection> {
+    ) -> Result<Authenticated, TokenRejection> {
         let result = self.verify_token_uncounted(token, now).await;
         self.metrics.token_check(match &result {
             Ok(_) => TokenCheckResult::Valid,
@@ -122,17 +144,20 @@ impl Auth {
             Err(TokenRejection::Invalid(TokenError::Expired)) => TokenCheckResult::Expired,
             Err(TokenRejection::Invalid(_)) => TokenCheckResult::Invalid,
             Err(TokenRejection::Revoked) => TokenCheckResult::Revoked,
-            Err(TokenRejection::UnknownUser) => TokenCheckResult::UnknownUser,
+            Err(TokenRejection::UnknownUser | TokenRejection::NoSession) => {
+                TokenCheckResult::UnknownUser
+            }
             Err(TokenRejection::Store(_)) => TokenCheckResult::Error,
         });
         result
     }
 
+    /// A revoked token is refused before its session is looked for.
     async fn verify_token_uncounted(
         &self,
         token: Option<&str>,
         now: UnixTime,
-    ) -> Result<Arc<User>, TokenRejection> {
+    ) -> Result<Authenticated, TokenRejection> {
         let token = token
             .filter(|t| !t.is_empty())
             .ok_or(TokenRejection::Missing)?;
@@ -140,11 +165,49 @@ impl Auth {
         if self.stores.revocations.is_revoked(&claims.jti, now).await? {
             return Err(TokenRejection::Revoked);
         }
-        self.users
-            .load()
-            .active(&claims.username)
-            .cloned()
-            .ok_or(TokenRejection::UnknownUser)
+        let session = match &self.dashboard {
+            Some(dashboard) => Some(
+                dashboard
+                    .find(&claims.jti, now)
+                    .await?
+                    .ok_or(TokenRejection::NoSession)?,
+            ),
+            None => None,
+        };
+        let user = match (self.source, session.as_ref().and_then(|s| s.user.clone())) {
+            (AuthSource::Dashboard, Some(user)) => user,
+            (AuthSource::Dashboard, None) => return Err(TokenRejection::NoSession),
+            (AuthSource::Local, _) => self
+                .users
+                .load()
+                .active(&claims.username)
+                .cloned()
+                .ok_or(TokenRejection::UnknownUser)?,
+        };
+        Ok(Authenticated {
+            user,
+            upstream: session.map(|s| s.token.clone()),
+        })
+    }
+
+    /// The dashboard refused the user's own token (their password changed, or an admin
+    /// logged them out there): the gateway token and the session end with it, and the
+    /// client logs in again. Never retried with the service account's token.
+    pub async fn user_token_refused(&self, token: &UserToken, now: UnixTime) {
+        tracing::info!(jti = %token.jti, "the dashboard refused the user's own token: the session ends");
+        if let Err(e) = self
+            .stores
+            .revocations
+            .revoke(&token.jti, token.until, now)
+            .await
+        {
+            tracing::warn!(error = %e, jti = %token.jti, "cannot revoke the token of a refused session");
+        }
+        if let Some(dashboard) = &self.dashboard {
+            if let Err(e) = dashboard.end(token, false).await {
+                tracing::warn!(error = %e, jti = %token.jti, "cannot end a refused session");
+            }
+        }
     }
 
     /// The Content-Type of an auth endpoint's answer: the vendor type at the endpoint's

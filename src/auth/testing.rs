@@ -64,6 +64,9 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
         metrics: Metrics::new(&prometheus::Registry::new()).unwrap(),
         vendor: "ceph".into(),
         tls: false,
+        source: crate::config::AuthSource::Local,
+        dashboard: None,
+        refusal_floor: super::RefusalFloor::default(),
     }
 }
 

@@ -17,8 +17,29 @@ pub struct ApiConfig {
     pub vendor: String,
 }
 
+/// Who checks passwords at login (`auth.source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthSource {
+    /// The users file (`auth.users_file`).
+    Local,
+    /// The active dashboard: its users, roles and password checks.
+    Dashboard,
+}
+
+/// The dashboard locks an account after this many consecutive failures (its
+/// `ACCOUNT_LOCKOUT_ATTEMPTS`, default 10): the gateway's lockout must come first, or any
+/// guesser could disable `admin` on the dashboard through the gateway.
+pub const DASHBOARD_LOCKOUT_ATTEMPTS: u32 = 10;
+
+/// The gateway's lockout with `auth.source = "dashboard"`, when not configured.
+const DASHBOARD_MODE_LOCKOUT_ATTEMPTS: u32 = 5;
+
+/// The gateway's lockout with its own users file, when not configured.
+const LOCAL_LOCKOUT_ATTEMPTS: u32 = 10;
+
 #[derive(Debug, Clone)]
 pub struct AuthConfig {
+    pub source: AuthSource,
     pub token_ttl: Duration,
     pub issuer: String,
     pub lockout: Option<LockoutPolicy>,
@@ -71,7 +92,9 @@ pub(super) fn validate(
     if auth.issuer.trim().is_empty() {
         errors.push(f, "auth.issuer", "must not be empty");
     }
-    let lockout = lockout(errors, at, auth.lockout_attempts, auth.lockout_seconds);
+    let source = source(errors, at, &auth.source);
+    let attempts = lockout_attempts(errors, at, source, auth.lockout_attempts);
+    let lockout = lockout(errors, at, attempts, auth.lockout_seconds);
     let signing_keys = signing_keys(errors, at, auth.secret_file.as_deref(), &auth.signing_keys);
     let max_concurrent_hashes = auth
         .max_concurrent_hashes
@@ -82,6 +105,7 @@ pub(super) fn validate(
     let failed_logins_per_client =
         failed_logins_per_client(errors, at, auth.max_failed_logins_per_ip_per_minute);
     AuthConfig {
+        source,
         token_ttl: Duration::from_secs(auth.token_ttl_seconds),
         issuer: auth.issuer,
         lockout,
@@ -89,6 +113,44 @@ pub(super) fn validate(
         max_concurrent_hashes,
         max_queued_logins: auth.max_queued_logins,
         failed_logins_per_client,
+    }
+}
+
+fn source(errors: &mut ConfigErrors, at: &Source<'_>, text: &str) -> AuthSource {
+    match text {
+        "local" => AuthSource::Local,
+        "dashboard" => AuthSource::Dashboard,
+        other => {
+            errors.push(
+                at.file,
+                "auth.source",
+                format!("{other:?} is not \"local\" (the users file) or \"dashboard\" (the dashboard's own accounts)"),
+            );
+            AuthSource::Local
+        }
+    }
+}
+
+/// The lockout's attempts: the source's default, and with the dashboard, below the
+/// dashboard's own limit (it would disable the account first) and never off.
+fn lockout_attempts(
+    errors: &mut ConfigErrors,
+    at: &Source<'_>,
+    source: AuthSource,
+    configured: Option<u32>,
+) -> u32 {
+    match (source, configured) {
+        (AuthSource::Local, attempts) => attempts.unwrap_or(LOCAL_LOCKOUT_ATTEMPTS),
+        (AuthSource::Dashboard, None) => DASHBOARD_MODE_LOCKOUT_ATTEMPTS,
+        (AuthSource::Dashboard, Some(n)) if n == 0 || n >= DASHBOARD_LOCKOUT_ATTEMPTS => {
+            errors.push(
+                at.file,
+                "auth.lockout_attempts",
+                format!("{n} with source = \"dashboard\": must be 1 to {} so that the gateway locks a guesser out before the dashboard disables the account after {DASHBOARD_LOCKOUT_ATTEMPTS} failures (remove the key for the default, {DASHBOARD_MODE_LOCKOUT_ATTEMPTS})", DASHBOARD_LOCKOUT_ATTEMPTS - 1),
+            );
+            DASHBOARD_MODE_LOCKOUT_ATTEMPTS
+        }
+        (AuthSource::Dashboard, Some(n)) => n,
     }
 }
 

@@ -91,10 +91,12 @@ impl Default for ApiSection {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct AuthSection {
+    pub source: String,
     pub users_file: String,
     pub roles_file: Option<String>,
     pub token_ttl_seconds: u64,
-    pub lockout_attempts: u32,
+    /// `None`: the default of the source (10 local, 5 with the dashboard).
+    pub lockout_attempts: Option<u32>,
     pub lockout_seconds: u64,
     pub issuer: String,
     pub secret_file: Option<String>,
@@ -107,10 +109,11 @@ pub(super) struct AuthSection {
 impl Default for AuthSection {
     fn default() -> Self {
         Self {
+            source: "local".into(),
             users_file: "users.toml".into(),
             roles_file: None,
             token_ttl_seconds: 28800,
-            lockout_attempts: 10,
+            lockout_attempts: None,
             lockout_seconds: 300,
             issuer: "clustergate".into(),
             secret_file: None,
@@ -138,6 +141,7 @@ pub(super) struct UpstreamSection {
     pub health_interval_ms: u64,
     pub username: String,
     pub password_file: String,
+    pub identity: String,
     pub ca_file: Option<String>,
     pub insecure_skip_verify: bool,
     pub docs_path: String,
@@ -155,6 +159,7 @@ impl Default for UpstreamSection {
             health_interval_ms: 1000,
             username: "clustergate".into(),
             password_file: "upstream.pass".into(),
+            identity: "service".into(),
             ca_file: None,
             insecure_skip_verify: false,
             docs_path: "/docs/openapi.json".into(),

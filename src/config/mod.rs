@@ -22,13 +22,13 @@ mod users;
 use std::path::{Path, PathBuf};
 
 pub use access::{AccessConfig, OperationRule};
-pub use auth::{ApiConfig, AuthConfig, LockoutPolicy};
+pub use auth::{ApiConfig, AuthConfig, AuthSource, LockoutPolicy};
 pub use error::{ConfigError, ConfigErrors};
 pub use export::{roles_file_text, users_file_text, ExportError, RoleRecord, UserRecord};
 pub use log::{LogConfig, LogFormat};
 pub use roles::RolesConfig;
 pub use server::{ClientLimits, MetricsConfig, ServerConfig, TlsMode};
-pub use upstream::{BackendUrl, Timeouts, UpstreamConfig, UpstreamTrust};
+pub use upstream::{BackendUrl, Timeouts, UpstreamConfig, UpstreamIdentity, UpstreamTrust};
 pub use users::UsersConfig;
 
 use crate::state::StateConfig;
@@ -67,6 +67,16 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 }
 
 impl Config {
+    /// Whom the dashboards see on a logged-in user's requests: with `auth.source =
+    /// "dashboard"` always the user.
+    pub fn identity(&self) -> UpstreamIdentity {
+        match (self.auth.source, &self.upstream) {
+            (AuthSource::Dashboard, _) => UpstreamIdentity::User,
+            (AuthSource::Local, Some(u)) => u.identity,
+            (AuthSource::Local, None) => UpstreamIdentity::Service,
+        }
+    }
+
     /// Validates configuration text as if read from `source`, resolving paths against `dir`.
     pub fn from_toml_str(text: &str, source: &Path, dir: &Path) -> Result<Config, ConfigErrors> {
         let mut errors = ConfigErrors::default();
@@ -84,6 +94,13 @@ impl Config {
         let upstream = file
             .upstream
             .map(|u| upstream::validate(&mut errors, &at, u));
+        if auth.source == AuthSource::Dashboard && upstream.is_none() {
+            errors.push(
+                source,
+                "auth.source",
+                "\"dashboard\" needs the dashboards to check passwords: add [upstream] with servers (or use source = \"local\")",
+            );
+        }
         let access = access::validate(&mut errors, &at, file.access, upstream.is_some());
         let state = state::validate(&mut errors, &at, file.state);
         let log = log::validate(&mut errors, &at, file.log);

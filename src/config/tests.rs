@@ -604,3 +604,87 @@ fn the_audit_file_must_be_a_file_in_a_folder_that_exists() {
     );
     assert!(errors_of("[log]\naudit_file = \".\"").mentions("log.audit_file"));
 }
+
+/// `[upstream]` with one dashboard and its password file written into `d`.
+fn with_upstream(d: &Path, extra: &str) -> String {
+    std::fs::write(d.join("upstream.pass"), "service-password\n").unwrap();
+    format!("[upstream]\nservers = [\"http://127.0.0.1:8080\"]\n{extra}")
+}
+
+#[test]
+fn auth_source_is_local_or_dashboard() {
+    let d = dir();
+    let c = parse("", d.path()).unwrap();
+    assert_eq!(c.auth.source, AuthSource::Local);
+    let e = errors_of("[auth]\nsource = \"ldap\"");
+    assert!(e.mentions("auth.source"), "{e}");
+}
+
+#[test]
+fn the_dashboard_source_needs_an_upstream() {
+    let e = errors_of("[auth]\nsource = \"dashboard\"");
+    assert!(e.mentions("auth.source"), "{e}");
+    assert!(e.to_string().contains("[upstream]"), "{e}");
+}
+
+#[test]
+fn with_the_dashboard_source_the_lockout_defaults_below_the_dashboards_own() {
+    let d = dir();
+    let text = format!(
+        "[auth]\nsource = \"dashboard\"\n{}",
+        with_upstream(d.path(), "")
+    );
+    let c = parse(&text, d.path()).unwrap();
+    assert_eq!(c.auth.lockout.map(|l| l.attempts), Some(5));
+}
+
+#[test]
+fn with_the_dashboard_source_lockout_attempts_must_be_1_to_9() {
+    for attempts in [0, 10, 50] {
+        let d = dir();
+        let text = format!(
+            "[auth]\nsource = \"dashboard\"\nlockout_attempts = {attempts}\n{}",
+            with_upstream(d.path(), "")
+        );
+        let e = parse(&text, d.path()).unwrap_err();
+        assert!(e.mentions("auth.lockout_attempts"), "{attempts}: {e}");
+        assert!(e.to_string().contains("disables the account"), "{e}");
+    }
+    let d = dir();
+    let text = format!(
+        "[auth]\nsource = \"dashboard\"\nlockout_attempts = 9\n{}",
+        with_upstream(d.path(), "")
+    );
+    assert_eq!(
+        parse(&text, d.path())
+            .unwrap()
+            .auth
+            .lockout
+            .map(|l| l.attempts),
+        Some(9)
+    );
+}
+
+#[test]
+fn upstream_identity_is_service_or_user() {
+    let d = dir();
+    let c = parse(&with_upstream(d.path(), ""), d.path()).unwrap();
+    assert_eq!(c.identity(), UpstreamIdentity::Service);
+    let c = parse(&with_upstream(d.path(), "identity = \"user\""), d.path()).unwrap();
+    assert_eq!(c.identity(), UpstreamIdentity::User);
+    let e = parse(&with_upstream(d.path(), "identity = \"admin\""), d.path()).unwrap_err();
+    assert!(e.mentions("upstream.identity"), "{e}");
+}
+
+#[test]
+fn the_dashboard_source_implies_each_users_own_identity() {
+    let d = dir();
+    let text = format!(
+        "[auth]\nsource = \"dashboard\"\n{}",
+        with_upstream(d.path(), "identity = \"service\"")
+    );
+    assert_eq!(
+        parse(&text, d.path()).unwrap().identity(),
+        UpstreamIdentity::User
+    );
+}

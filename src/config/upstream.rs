@@ -18,11 +18,22 @@ pub struct UpstreamConfig {
     /// The gateway's own account on the dashboards.
     pub username: String,
     pub password: Secret,
+    /// Whose token the dashboards see on a user's requests (`upstream.identity`).
+    pub identity: UpstreamIdentity,
     pub trust: UpstreamTrust,
     pub docs_path: String,
     pub docs_refresh: Duration,
     pub timeouts: Timeouts,
     pub max_body_bytes: usize,
+}
+
+/// Whom the dashboards see on a logged-in user's requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamIdentity {
+    /// The gateway's service account (`upstream.username`).
+    Service,
+    /// The user's own dashboard account, logged in with the user's password at login.
+    User,
 }
 
 /// Every time limit on the gateway's exchanges with the dashboards, derived once from
@@ -139,6 +150,7 @@ pub(super) fn validate(
         " (write the service account's password there)",
     );
     let trust = trust(errors, at, u.ca_file.as_deref(), u.insecure_skip_verify);
+    let identity = identity(errors, at, &u.identity);
     if errors.0.len() > before {
         return None;
     }
@@ -148,6 +160,7 @@ pub(super) fn validate(
         health_interval: Duration::from_millis(u.health_interval_ms),
         username: u.username,
         password: password?,
+        identity,
         trust: trust?,
         docs_path: u.docs_path,
         docs_refresh: Duration::from_secs(u.docs_refresh_seconds),
@@ -209,6 +222,21 @@ fn check_values(errors: &mut ConfigErrors, at: &Source<'_>, u: &UpstreamSection)
             "upstream.username",
             "must name the gateway's account on the dashboards",
         );
+    }
+}
+
+fn identity(errors: &mut ConfigErrors, at: &Source<'_>, text: &str) -> UpstreamIdentity {
+    match text {
+        "service" => UpstreamIdentity::Service,
+        "user" => UpstreamIdentity::User,
+        other => {
+            errors.push(
+                at.file,
+                "upstream.identity",
+                format!("{other:?} is not \"service\" (the gateway's account) or \"user\" (each user's own dashboard account)"),
+            );
+            UpstreamIdentity::Service
+        }
     }
 }
 

@@ -380,7 +380,7 @@ proptest! {
         }
         let user = found.and_then(|t| f.user_of(t));
         match block_on(f.auth.authenticate(&headers, NOW)) {
-            Ok(authenticated) => prop_assert_eq!(Some(authenticated.username.as_str()), user),
+            Ok(authenticated) => prop_assert_eq!(Some(authenticated.user.username.as_str()), user),
             Err(e) => {
                 prop_assert_eq!(e.status(), 401);
                 prop_assert_eq!(user, None);

@@ -3,6 +3,7 @@
 
 use super::{
     BucketRate, FailedLogins, Lockouts, Revocations, Take, UnixTime, UpstreamToken, UpstreamTokens,
+    UserSession, UserSessions,
 };
 use crate::client_addr::ClientNet;
 
@@ -107,4 +108,33 @@ pub async fn upstream_tokens(store: &dyn UpstreamTokens) {
         .await
         .unwrap());
     store.release_login().await.unwrap();
+}
+
+pub async fn user_sessions(store: &dyn UserSessions) {
+    store.ready().await.unwrap();
+    assert_eq!(store.find("j1", T).await.unwrap(), None);
+    let session = UserSession {
+        username: "jürgen".into(),
+        dashboard_token: "header.payload.signature".into(),
+        permissions: Some(r#"{"pool":["read"]}"#.into()),
+        until: T + 100,
+    };
+    store.open("j1", &session, T).await.unwrap();
+    assert_eq!(
+        store.find("j1", T + 100).await.unwrap(),
+        Some(session.clone())
+    );
+    // Ended: not handed out any more.
+    assert_eq!(store.find("j1", T + 101).await.unwrap(), None);
+    // A local user's session has no permissions of its own.
+    let local = UserSession {
+        permissions: None,
+        ..session
+    };
+    store.open("j2", &local, T).await.unwrap();
+    assert_eq!(store.find("j2", T).await.unwrap(), Some(local));
+    store.close("j2").await.unwrap();
+    assert_eq!(store.find("j2", T).await.unwrap(), None);
+    // Closing what is not there is harmless.
+    store.close("j2").await.unwrap();
 }

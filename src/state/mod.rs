@@ -1,7 +1,7 @@
 //! State shared by every request, and by every gateway of a deployment through Redis:
-//! token revocations, login lockouts, failed logins per client and the service account's
-//! dashboard token, each behind a narrow trait, in memory (`memory`, `failed_logins`) or in
-//! Redis (`redis`). Time is passed in, so the stores hold no clock and tests control it.
+//! token revocations, login lockouts, failed logins per client, the service account's
+//! dashboard token and each user's own dashboard session, each behind a narrow trait, in
+//! memory (`memory`, `failed_logins`, `user_sessions`) or in Redis (`redis`). Time is passed in, so the stores hold no clock and tests control it.
 //! Policy (how many failures lock for how long, how fast a client's bucket refills) lives
 //! in `auth` and `config`, not here.
 
@@ -9,6 +9,7 @@ mod failed_logins;
 mod health;
 mod memory;
 mod redis;
+mod user_sessions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,7 @@ pub use self::redis::{RedisSettings, RevocationFeed};
 pub use failed_logins::{BucketRate, MemoryFailedLogins, Take};
 pub use health::StoreHealth;
 pub use memory::{MemoryLockouts, MemoryRevocations, MemoryUpstreamTokens};
+pub use user_sessions::MemoryUserSessions;
 
 use crate::client_addr::ClientNet;
 
@@ -140,6 +142,45 @@ pub trait UpstreamTokens: Send + Sync {
     async fn ready(&self) -> Result<(), StateError>;
 }
 
+/// A user's own dashboard session (`auth.source = "dashboard"` or `upstream.identity =
+/// "user"`), kept for the gateway token it belongs to: the token id is the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserSession {
+    pub username: String,
+    /// The user's dashboard token: it goes upstream only, never to the client or a log.
+    pub dashboard_token: Arc<str>,
+    /// The dashboard's `permissions` object (JSON text) when the dashboard checked the
+    /// login; `None`: the users file grants.
+    pub permissions: Option<String>,
+    /// When the session ends: the earlier of the two tokens' `exp`.
+    pub until: UnixTime,
+}
+
+impl std::fmt::Debug for UserSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserSession")
+            .field("username", &self.username)
+            .field("dashboard_token", &"[redacted]")
+            .field("permissions", &self.permissions)
+            .field("until", &self.until)
+            .finish()
+    }
+}
+
+/// The users' dashboard sessions, by gateway token id; any gateway of a deployment can
+/// find the session another one opened.
+#[async_trait]
+pub trait UserSessions: Send + Sync {
+    /// Keeps `session` for token `jti` until `session.until`.
+    async fn open(&self, jti: &str, session: &UserSession, now: UnixTime)
+        -> Result<(), StateError>;
+    /// The session of token `jti`, unless there is none or it ended at `now`.
+    async fn find(&self, jti: &str, now: UnixTime) -> Result<Option<UserSession>, StateError>;
+    /// Forgets the session of token `jti` (logout, or the dashboard refused its token).
+    async fn close(&self, jti: &str) -> Result<(), StateError>;
+    async fn ready(&self) -> Result<(), StateError>;
+}
+
 /// Which store holds the shared state; the gateway only sees the traits.
 #[derive(Debug, Clone, Default)]
 pub enum StateConfig {
@@ -157,6 +198,7 @@ pub struct Stores {
     pub lockouts: Arc<dyn Lockouts>,
     pub failed_logins: Arc<dyn FailedLogins>,
     pub upstream_tokens: Arc<dyn UpstreamTokens>,
+    pub user_sessions: Arc<dyn UserSessions>,
     /// Whether the stores answer, for readiness and metrics.
     pub health: Arc<StoreHealth>,
     /// Keeps the revocations of a shared store current; `None` in memory.
@@ -169,7 +211,8 @@ impl Stores {
         self.revocations.ready().await?;
         self.lockouts.ready().await?;
         self.failed_logins.ready().await?;
-        self.upstream_tokens.ready().await
+        self.upstream_tokens.ready().await?;
+        self.user_sessions.ready().await
     }
 }
 
@@ -187,6 +230,7 @@ impl StateConfig {
                 lockouts: Arc::new(MemoryLockouts::new(MEMORY_MAX_ENTRIES)),
                 failed_logins: Arc::new(MemoryFailedLogins::new(MEMORY_MAX_ENTRIES)),
                 upstream_tokens: Arc::new(MemoryUpstreamTokens::default()),
+                user_sessions: Arc::new(MemoryUserSessions::new(MEMORY_MAX_ENTRIES)),
                 health: Arc::new(StoreHealth::always_up()),
                 feed: None,
             }),

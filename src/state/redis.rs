@@ -15,6 +15,7 @@
 //! never a hang, and the connection comes back by itself.
 
 mod failed_logins;
+mod user_sessions;
 
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
@@ -78,6 +79,9 @@ pub(super) fn stores(settings: RedisSettings) -> Result<Stores, StateError> {
             redis: redis.clone(),
             local: RwLock::new(None),
             claimant: uuid::Uuid::new_v4().to_string(),
+        }),
+        user_sessions: Arc::new(user_sessions::RedisUserSessions {
+            redis: redis.clone(),
         }),
         health: redis.health.clone(),
         feed: Some(RevocationFeed { revocations }),
@@ -673,6 +677,7 @@ mod tests {
         contract::lockouts(gateway.stores.lockouts.as_ref()).await;
         contract::failed_logins(gateway.stores.failed_logins.as_ref()).await;
         contract::upstream_tokens(gateway.stores.upstream_tokens.as_ref()).await;
+        contract::user_sessions(gateway.stores.user_sessions.as_ref()).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

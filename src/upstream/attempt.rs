@@ -58,6 +58,9 @@ pub enum ResponseVerdict {
     Probe,
     /// The service token was refused: discard `refused` and retry with a new token.
     Renew { refused: Arc<str> },
+    /// The user's own dashboard token was refused: the client gets the 401 and the
+    /// user's session ends. Never retried with the service account's token.
+    EndSession,
 }
 
 /// What to do with an error of this attempt.
@@ -79,6 +82,8 @@ pub struct Attempt {
     tried: Tried,
     backend: Option<Arc<Backend>>,
     token: Option<Arc<str>>,
+    /// Sent with the user's own dashboard token, not the service account's.
+    as_user: bool,
     sent_at: Option<Instant>,
     /// The service token may be renewed once per request: the retry budget for refusals.
     renewed: bool,
@@ -112,6 +117,14 @@ impl Attempt {
     /// The request goes out now, with `token` (none for what needs no login).
     pub fn sending(&mut self, token: Option<Arc<str>>) {
         self.token = token;
+        self.as_user = false;
+        self.sent_at = Some(Instant::now());
+    }
+
+    /// The request goes out now, with the user's own dashboard token.
+    pub fn sending_as_user(&mut self) {
+        self.token = None;
+        self.as_user = true;
         self.sent_at = Some(Instant::now());
     }
 
@@ -124,6 +137,9 @@ impl Attempt {
     pub fn on_response(&mut self, status: u16) -> ResponseVerdict {
         if status == 303 || status >= 500 {
             return ResponseVerdict::Probe;
+        }
+        if status == 401 && self.as_user {
+            return ResponseVerdict::EndSession;
         }
         if status == 401 && !self.renewed {
             if let Some(refused) = self.token.take() {
@@ -282,6 +298,21 @@ mod tests {
         attempt.sending(Some(Arc::from("new")));
         // Refused again: the dashboard means it; the client gets its 401.
         assert_eq!(attempt.on_response(401), ResponseVerdict::Deliver);
+    }
+
+    #[test]
+    fn a_refused_user_token_ends_the_session_and_is_never_renewed() {
+        let upstreams = managers();
+        let mut attempt = Attempt::default();
+        attempt.pick(&upstreams).unwrap();
+        attempt.sending_as_user();
+        assert_eq!(attempt.on_response(401), ResponseVerdict::EndSession);
+        // Nothing is pending: the 401 reaches the client, no retry follows.
+        assert_eq!(
+            attempt.on_error(false, true, false),
+            ErrorVerdict::GiveUp(None)
+        );
+        assert_eq!(attempt.on_response(200), ResponseVerdict::Deliver);
     }
 
     #[test]

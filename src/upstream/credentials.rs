@@ -4,17 +4,12 @@
 
 use std::sync::Arc;
 
-use base64::Engine;
-use bytes::Bytes;
-use serde_json::Value;
-
-use super::{Backend, ClientError, Upstreams};
+use super::login::{self, LoginError};
+use super::{Backend, Upstreams};
 use crate::metrics::Metrics;
 use crate::secrets::Secret;
 use crate::state::{StateError, UnixTime, UpstreamToken, UpstreamTokens};
 
-/// A login answer is a few kilobytes.
-const MAX_LOGIN_REPLY: usize = 256 * 1024;
 /// While another gateway logs in, its stored token is looked for this often, this many
 /// times (a login takes a dashboard well under a second).
 const OTHER_LOGIN_POLL: std::time::Duration = std::time::Duration::from_millis(100);
@@ -22,14 +17,8 @@ const OTHER_LOGIN_CHECKS: u32 = 30;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
-    #[error("the dashboard refused the service account (status {0}): check upstream.username and upstream.password_file")]
-    Refused(u16),
-    #[error("the backend is not the active manager (status {0})")]
-    NotActive(u16),
-    #[error("unexpected login answer: {0}")]
-    BadReply(String),
     #[error(transparent)]
-    Client(#[from] ClientError),
+    Login(#[from] LoginError),
     #[error(transparent)]
     Store(#[from] StateError),
 }
@@ -141,9 +130,9 @@ impl ServiceAccount {
                 self.metrics.upstream_login("success");
                 tracing::info!(server = %backend.base, user = %self.username, "service account logged in");
             }
-            Err(CredentialError::Refused(_)) => {
+            Err(CredentialError::Login(LoginError::Refused(_))) => {
                 self.metrics.upstream_login("refused");
-                tracing::error!(server = %backend.base, user = %self.username, "the dashboard refused the service account's credentials");
+                tracing::error!(server = %backend.base, user = %self.username, "the dashboard refused the service account's credentials: check upstream.username and upstream.password_file");
             }
             Err(e) => {
                 self.metrics.upstream_login("error");
@@ -160,41 +149,17 @@ impl ServiceAccount {
         now: UnixTime,
     ) -> Result<UpstreamToken, CredentialError> {
         let password = String::from_utf8_lossy(self.password.expose());
-        let body = serde_json::json!({"username": self.username, "password": password}).to_string();
-        let mut req = upstreams.request(backend, "POST", "/api/auth")?;
-        let header = |e: Box<pingora::Error>| ClientError::Protocol(e.to_string());
-        req.insert_header("accept", self.login_accept.as_str())
-            .map_err(header)?;
-        req.insert_header("content-type", "application/json")
-            .map_err(header)?;
-        req.insert_header("content-length", body.len().to_string())
-            .map_err(header)?;
-        let peer = upstreams.peer(backend, upstreams.timeouts.login_answer);
-        let reply = upstreams
-            .client
-            .send(
-                &peer,
-                req,
-                Some(Bytes::from(body)),
-                MAX_LOGIN_REPLY,
-                upstreams.timeouts.login,
-            )
-            .await?;
-        match reply.status() {
-            201 | 200 => {}
-            400 | 401 | 403 => return Err(CredentialError::Refused(reply.status())),
-            other => return Err(CredentialError::NotActive(other)),
-        }
-        let json: Value = serde_json::from_slice(&reply.body)
-            .map_err(|e| CredentialError::BadReply(e.to_string()))?;
-        let token = json
-            .get("token")
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| CredentialError::BadReply("no token in the login answer".into()))?;
+        let answer = login::log_in(
+            upstreams,
+            backend,
+            &self.login_accept,
+            &self.username,
+            &password,
+        )
+        .await?;
         Ok(UpstreamToken {
-            renew_at: renew_at(token, now),
-            token: Arc::from(token),
+            renew_at: renew_at(&answer.token, now),
+            token: Arc::from(answer.token),
         })
     }
 }
@@ -202,13 +167,7 @@ impl ServiceAccount {
 /// When to renew a dashboard token: a fifth of its lifetime before `exp` (between 1 s and
 /// 5 min), read from the unverified payload; it is the backend's token, not ours to verify.
 fn renew_at(token: &str, now: UnixTime) -> Option<UnixTime> {
-    let payload = token.split('.').nth(1)?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()?;
-    let claims: Value = serde_json::from_slice(&bytes).ok()?;
-    let exp = claims.get("exp")?.as_u64()?;
-    let iat = claims.get("iat").and_then(Value::as_u64).unwrap_or(now);
+    let (iat, exp) = login::lifetime(token, now)?;
     let margin = (exp.saturating_sub(iat) / 5).clamp(1, 300);
     Some(exp.saturating_sub(margin))
 }
@@ -216,6 +175,7 @@ fn renew_at(token: &str, now: UnixTime) -> Option<UnixTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
 
     fn token_with(payload: &str) -> String {
         let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);

@@ -6,6 +6,7 @@ mod attempt;
 mod client;
 pub mod credentials;
 pub mod health;
+pub mod login;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};

@@ -34,10 +34,24 @@ pub struct UserSpec {
 #[derive(Debug)]
 pub struct User {
     pub username: String,
-    pub password_hash: Arc<PasswordHash>,
+    /// `None`: the dashboard checked this user's password (`auth.source = "dashboard"`).
+    pub password_hash: Option<Arc<PasswordHash>>,
     pub roles: Vec<Role>,
     pub grants: Grants,
     pub enabled: bool,
+}
+
+impl User {
+    /// A user the dashboard logged in, granted what the dashboard's answer named.
+    pub fn from_dashboard(username: String, grants: Grants) -> User {
+        User {
+            username,
+            password_hash: None,
+            roles: Vec::new(),
+            grants,
+            enabled: true,
+        }
+    }
 }
 
 /// Every configured user, by name.
@@ -65,7 +79,7 @@ impl UserDb {
                 let user = User {
                     grants,
                     username: username.clone(),
-                    password_hash: Arc::new(password_hash),
+                    password_hash: Some(Arc::new(password_hash)),
                     roles,
                     enabled,
                 };
