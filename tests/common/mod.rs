@@ -2,13 +2,15 @@
 //! real `clustergate` process it starts (`process`), the requests tests send and the `Reply`
 //! they get (`requests`), JWT decoding and forging (`jwt`), the dashboard's response shapes as
 //! assertions (`expect`), the real Ceph dashboards forwarding tests run against (`dashboard`,
-//! started through `ceph_dev`), the requests and metrics of forwarding (`forwarding`), and a
+//! started through `ceph_dev`; their accounts, custom roles and audit in
+//! `dashboard_accounts`), the requests and metrics of forwarding (`forwarding`), and a
 //! real Prometheus with the metric names PromQL reads (`prometheus_server`, `promql`), and
 //! the scope probe comparing the gateway's 403s with the dashboard's (`scope_probe`).
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
 mod ceph_dev;
 mod dashboard;
+mod dashboard_accounts;
 mod expect;
 mod fault;
 mod forwarding;

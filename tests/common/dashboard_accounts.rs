@@ -1,0 +1,95 @@
+//! The cluster's own accounts in tests: the gateway's `auth.source = "dashboard"` and
+//! `upstream.identity = "user"`, dashboard accounts and custom roles made with the `ceph`
+//! CLI, and the dashboard's audit lines read back from the cluster log.
+
+use std::fs;
+
+use super::ceph_dev::output_text;
+use super::{Dashboard, Gateway};
+
+impl Gateway {
+    /// Logins checked by the dashboard (no users file), with the gateway's lockout in
+    /// front at `attempts` (the dashboard disables an account after 10).
+    pub fn dashboard_accounts(mut self, attempts: u32) -> Self {
+        self.lockout = (attempts, 300);
+        self.no_users_file()
+            .extra_toml("auth", "source = \"dashboard\"")
+    }
+
+    /// Local users act upstream as their own same-named dashboard accounts.
+    pub fn user_identity(self) -> Self {
+        self.extra_toml("upstream", "identity = \"user\"")
+    }
+}
+
+impl Dashboard {
+    /// A custom role granting `scopes` (scope, permissions), made with the `ceph` CLI.
+    pub fn create_role(&self, role: &str, scopes: &[(&str, &[&str])]) {
+        self.ceph_ok(&[
+            "dashboard",
+            "ac-role-create",
+            role,
+            "a clustergate test role",
+        ]);
+        for (scope, permissions) in scopes {
+            let mut args = vec!["dashboard", "ac-role-add-scope-perms", role, scope];
+            args.extend_from_slice(permissions);
+            self.ceph_ok(&args);
+        }
+    }
+
+    /// A dashboard account holding `roles`, its password given in a file as the CLI wants.
+    pub fn create_user(&self, user: &str, password: &str, roles: &[&str]) {
+        let file = self.dir.join(format!(".cg-test-password-{user}"));
+        fs::write(&file, password).unwrap();
+        let file_arg = file.to_string_lossy().into_owned();
+        let mut args = vec!["dashboard", "ac-user-create", user, "-i", &file_arg];
+        args.extend_from_slice(roles);
+        let out = self.ceph(&args);
+        let _ = fs::remove_file(&file);
+        assert!(
+            out.status.success(),
+            "ac-user-create {user}: {}",
+            output_text(&out)
+        );
+    }
+
+    /// Sets `user`'s password (to the same one, say): the dashboard then refuses every
+    /// token it issued that user in an earlier second.
+    pub fn set_password(&self, user: &str, password: &str) {
+        let file = self.dir.join(format!(".cg-test-password-{user}"));
+        fs::write(&file, password).unwrap();
+        let file_arg = file.to_string_lossy().into_owned();
+        let out = self.ceph(&[
+            "dashboard",
+            "ac-user-set-password",
+            user,
+            "-i",
+            &file_arg,
+            "--force-password",
+        ]);
+        let _ = fs::remove_file(&file);
+        assert!(
+            out.status.success(),
+            "ac-user-set-password {user}: {}",
+            output_text(&out)
+        );
+    }
+
+    /// Whether the dashboard account `user` is enabled (`ac-user-show`).
+    pub fn user_enabled(&self, user: &str) -> bool {
+        let shown: serde_json::Value =
+            serde_json::from_str(&self.ceph_ok(&["dashboard", "ac-user-show", user])).unwrap();
+        shown["enabled"].as_bool().unwrap()
+    }
+
+    /// The dashboard's `[DASHBOARD]` audit lines (`ceph dashboard set-audit-api-enabled
+    /// true`) among the cluster log's last 200 audit entries.
+    pub fn audit_lines(&self) -> Vec<String> {
+        self.ceph_ok(&["log", "last", "200", "info", "audit"])
+            .lines()
+            .filter(|l| l.contains("[DASHBOARD]"))
+            .map(String::from)
+            .collect()
+    }
+}
