@@ -337,4 +337,22 @@ mod tests {
         let quieter = config(dir.path(), "[log]\nlevel = \"warn\"");
         assert!(needs_restart(&running, &quieter).is_empty());
     }
+
+    #[test]
+    fn the_login_source_and_the_upstream_identity_need_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("upstream.pass"), "stand-in").unwrap();
+        let upstream = "[upstream]\nservers = [\"http://127.0.0.1:1\"]\n";
+        let running = config(dir.path(), upstream);
+        let as_users = config(dir.path(), &format!("{upstream}identity = \"user\""));
+        assert_eq!(needs_restart(&running, &as_users), ["upstream.identity"]);
+        let checked_there = config(
+            dir.path(),
+            &format!("[auth]\nsource = \"dashboard\"\nlockout_attempts = 9\n{upstream}"),
+        );
+        assert_eq!(
+            needs_restart(&running, &checked_there),
+            ["auth.lockout_*", "auth.source", "upstream.identity"]
+        );
+    }
 }

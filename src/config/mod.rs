@@ -89,8 +89,14 @@ impl Config {
         let users_file = at.resolve(&file.auth.users_file);
         let roles_file = file.auth.roles_file.as_deref().map(|f| at.resolve(f));
         let auth = auth::validate(&mut errors, &at, file.auth);
-        let roles = roles::load(&mut errors, roles_file);
-        let users = users::load(&mut errors, users_file, roles);
+        // The dashboard's accounts log in: no users or roles file is read.
+        let users = match auth.source {
+            AuthSource::Local => {
+                let roles = roles::load(&mut errors, roles_file);
+                users::load(&mut errors, users_file, roles)
+            }
+            AuthSource::Dashboard => UsersConfig::none(users_file),
+        };
         let upstream = file
             .upstream
             .map(|u| upstream::validate(&mut errors, &at, u));

@@ -688,3 +688,19 @@ fn the_dashboard_source_implies_each_users_own_identity() {
         UpstreamIdentity::User
     );
 }
+
+#[test]
+fn with_the_dashboard_source_no_users_file_is_read() {
+    let d = dir();
+    std::fs::write(d.path().join("users.toml"), "this is not toml [").unwrap();
+    let text = format!(
+        "[auth]\nsource = \"dashboard\"\n{}",
+        with_upstream(d.path(), "")
+    );
+    let c = parse(&text, d.path()).unwrap();
+    assert!(c.users.users.is_empty());
+    // The same file is read (and refused) with the users file as the source.
+    let local = with_upstream(d.path(), "");
+    let e = parse(&local, d.path()).unwrap_err();
+    assert!(e.0[0].file.ends_with("users.toml"), "{e}");
+}

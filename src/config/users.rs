@@ -19,6 +19,17 @@ pub struct UsersConfig {
     pub roles: RolesConfig,
 }
 
+impl UsersConfig {
+    /// No users (`auth.source = "dashboard"`): `file` is not read.
+    pub(super) fn none(file: PathBuf) -> UsersConfig {
+        UsersConfig {
+            file,
+            users: Vec::new(),
+            roles: RolesConfig::default(),
+        }
+    }
+}
+
 pub(super) fn load(errors: &mut ConfigErrors, path: PathBuf, roles: RolesConfig) -> UsersConfig {
     let users = read(errors, &path, &roles.roles);
     UsersConfig {
