@@ -4,8 +4,8 @@
 //! ends the session, logout logs it out there too, another gateway on the same Redis
 //! serves it); refusals (400), no dashboard (503); the gateway's lockout before the
 //! dashboard's own; local users as their own dashboard accounts (`upstream.identity =
-//! "user"`), or 403 without one; and what the dashboard's and the gateway's audits show in
-//! each mode.
+//! "user"`), or 403 without one; what the dashboard's and the gateway's audits show in
+//! each mode; and gateway tokens that never outlive the user's dashboard token.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -308,9 +308,16 @@ async fn audited_put(
     (dashboard_audit_user(line), gateway_user.unwrap())
 }
 
+/// `jwt_token_ttl` of the audit test's dashboard.
+const DASHBOARD_TOKEN_SECONDS: u64 = 3600;
+
 #[tokio::test]
 async fn each_mode_names_who_acted_in_the_dashboards_audit_and_the_gateways() {
-    let dash = Dashboard::dedicated(DashboardOptions::default());
+    // Dashboard tokens live an hour here; the gateway's 8 h tokens must not outlive them.
+    let dash = Dashboard::dedicated(DashboardOptions {
+        jwt_ttl: Some(DASHBOARD_TOKEN_SECONDS as u32),
+        ..DashboardOptions::default()
+    });
     dash.ceph_ok(&["dashboard", "set-audit-api-enabled", "true"]);
     let password = dash.password(POOLMGR).to_string();
     let audited = |gateway: Gateway| {
@@ -328,6 +335,17 @@ async fn each_mode_names_who_acted_in_the_dashboards_audit_and_the_gateways() {
     for (mode, gateway) in modes {
         let gw = gateway.start();
         let token = gw.login(POOLMGR, &password).await;
+        let claims = jwt_payload(&token);
+        let lifetime = claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap();
+        match mode {
+            "local-service" => assert_eq!(lifetime, 28800, "{mode}"),
+            // The dashboard's token ends an hour after its own `iat`, read during the login
+            // (a second or two after the gateway's): the gateway's ends with it.
+            _ => assert!(
+                (DASHBOARD_TOKEN_SECONDS..DASHBOARD_TOKEN_SECONDS + 3).contains(&lifetime),
+                "{mode}: the gateway's token lives {lifetime} s"
+            ),
+        }
         let (dashboard_user, gateway_user) = audited_put(&gw, &dash, &token, mode).await;
         println!(
             "{mode}: dashboard audit user='{dashboard_user}'; gateway audit user={gateway_user}"

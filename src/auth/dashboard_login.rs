@@ -8,6 +8,7 @@ use std::time::Instant;
 use super::dashboard::{DashboardError, DashboardLogin};
 use super::login::{Attempt, LoggedIn};
 use super::{Auth, AuthSubject};
+use crate::config::AuthSource;
 use crate::errors::GatewayError;
 use crate::state::{UnixTime, UserSession};
 use crate::tokens::Claims;
@@ -95,7 +96,8 @@ impl Auth {
             username: user.username.clone(),
             dashboard_token: login.token,
             // A local user's grants come from the users file, read on every request.
-            permissions: (user.password_hash.is_none()).then(|| login.grants.json().to_string()),
+            permissions: (self.source == AuthSource::Dashboard)
+                .then(|| login.grants.json().to_string()),
             until: claims.exp,
         };
         dashboard.open(&claims.jti, &session, now).await?;
