@@ -5,8 +5,10 @@
 //! 1. `paths` normalizes the path and `routes` classifies it into a [`routes::Route`].
 //! 2. The auth endpoints are answered by `auth` (login, check, logout), with `versioning`
 //!    deciding the API version from Accept, `users` the passwords and roles, `tokens` the
-//!    JWTs, `client_addr` who the client is, and `state` the revocations, lockouts and
-//!    failed logins per client; `docs` answers `/docs`.
+//!    JWTs, `client_addr` who the client is, and `state` the revocations, lockouts,
+//!    failed logins per client and users' dashboard sessions (with `auth.source =
+//!    "dashboard"` the dashboard checks the password; with `upstream.identity = "user"` each
+//!    user acts upstream as their own dashboard account); `docs` answers `/docs`.
 //! 3. Everything else is admitted by `access` (method, token, operation, role, version),
 //!    its body checked by `request`, and forwarded by `upstream` (which manager, one
 //!    request's attempts) and `forward` (what changes on the way).
