@@ -156,7 +156,7 @@ fn check_config(path: &std::path::Path) -> ExitCode {
         Ok(config) => {
             if config.auth.source == config::AuthSource::Dashboard {
                 println!(
-                    "{}: ok (logins checked by the dashboard; no users file is read)",
+                    "{}: ok (logins checked by the dashboard; no users or roles file is read)",
                     path.display()
                 );
                 return ExitCode::SUCCESS;

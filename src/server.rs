@@ -322,7 +322,7 @@ pub(crate) fn user_db(
     state_dir: &Path,
 ) -> Result<UserDb, StartError> {
     if source == AuthSource::Dashboard {
-        tracing::info!("auth.source = \"dashboard\": the dashboard's accounts log in; the users file is not read");
+        tracing::info!("auth.source = \"dashboard\": the dashboard's accounts log in; the users and roles files are not read");
         return Ok(UserDb::default());
     }
     let (user_specs, created) = bootstrap::ensure_admin(users.users, state_dir)?;
