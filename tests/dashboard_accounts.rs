@@ -5,7 +5,8 @@
 //! serves it); refusals (400), no dashboard (503); the gateway's lockout before the
 //! dashboard's own; local users as their own dashboard accounts (`upstream.identity =
 //! "user"`), or 403 without one; what the dashboard's and the gateway's audits show in
-//! each mode; and gateway tokens that never outlive the user's dashboard token.
+//! each mode; gateway tokens that never outlive the user's dashboard token; and
+//! `check-config` refusing a lockout the dashboard's own would reach first.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -129,6 +130,36 @@ async fn the_dashboard_refusing_is_400_for_both_kinds_and_no_dashboard_is_503() 
         .start();
     let refused = down.try_login(VIEWER, dash.password(VIEWER)).await;
     assert_status_shape(&refused, 503, "503 Service Unavailable", None);
+}
+
+#[test]
+fn check_config_refuses_a_lockout_the_dashboards_own_would_reach_first() {
+    let dash = Dashboard::shared();
+    for attempts in [0, 10, 25] {
+        let (_dir, out) = Gateway::new()
+            .dashboard_accounts(attempts)
+            .upstream(dash)
+            .check_config();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{attempts}: {stderr}");
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains("clustergate.toml: auth.lockout_attempts: ")
+                    && l.contains("before the dashboard disables the account")),
+            "{attempts}: {stderr}"
+        );
+    }
+    let (_dir, out) = Gateway::new()
+        .dashboard_accounts(9)
+        .upstream(dash)
+        .check_config();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("logins checked by the dashboard"),
+        "{stdout}"
+    );
 }
 
 #[tokio::test]
