@@ -85,6 +85,11 @@ impl DashboardAccounts {
         }
     }
 
+    /// Whether an active dashboard is known to ask.
+    pub fn available(&self) -> bool {
+        self.upstreams.active().is_some()
+    }
+
     /// Logs in to the active dashboard as `username` with `password`.
     pub async fn log_in(
         &self,

@@ -27,6 +27,13 @@ impl Auth {
         subject: &mut AuthSubject,
     ) -> Result<LoggedIn, GatewayError> {
         let started = Instant::now();
+        // No dashboard to ask: 503, and no failure counted against the username (a user
+        // retrying through an outage is not locked out when it ends).
+        if !self.dashboard.as_ref().is_some_and(|d| d.available()) {
+            return Err(unavailable(DashboardError::Unavailable(
+                "no active dashboard backend".into(),
+            )));
+        }
         // The gateway cannot know whether the account exists: every username is counted.
         let attempt = match self.lockout {
             Some(policy) => self.admit(username, policy, now).await?,
@@ -129,5 +136,37 @@ fn unavailable(e: DashboardError) -> GatewayError {
                 detail: "the dashboard cannot check the login now; try again".into(),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{
+        auth_without_an_active_dashboard, credentials, post, request, NOW_MS,
+    };
+    use super::*;
+
+    #[tokio::test]
+    async fn without_an_active_dashboard_logins_are_503_and_lock_nobody_out() {
+        let auth = auth_without_an_active_dashboard();
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        // More attempts than the lockout allows (3): none counts against the username.
+        for _ in 0..5 {
+            let req = request(&headers, credentials("admin", "pw"));
+            let refused = auth.login(&req, NOW_MS, &mut AuthSubject::default()).await;
+            assert_eq!(refused.unwrap_err().status(), 503);
+        }
+        let lockouts = &auth.stores.lockouts;
+        assert_eq!(
+            lockouts.locked_until("admin", NOW_MS / 1000).await.unwrap(),
+            None
+        );
+        assert_eq!(
+            lockouts
+                .record_failure("admin", NOW_MS / 1000)
+                .await
+                .unwrap(),
+            1
+        );
     }
 }

@@ -26,6 +26,19 @@ pub fn auth() -> Arc<Auth> {
     Arc::new(build(None))
 }
 
+/// Logins checked by a dashboard (`auth.source = "dashboard"`) that is never active: the
+/// unit tests see what happens before the dashboard is asked.
+pub fn auth_without_an_active_dashboard() -> Arc<Auth> {
+    let mut auth = build(None);
+    auth.source = crate::config::AuthSource::Dashboard;
+    auth.dashboard = Some(Arc::new(super::DashboardAccounts::new(
+        Arc::new(crate::upstream::Upstreams::for_tests(1)),
+        "application/vnd.ceph.api.v1.0+json".into(),
+        Arc::new(crate::state::MemoryUserSessions::new(10)),
+    )));
+    Arc::new(auth)
+}
+
 /// With each client's failed logins limited to `rate`.
 pub fn auth_limited(rate: BucketRate) -> Arc<Auth> {
     Arc::new(build(Some(rate)))
