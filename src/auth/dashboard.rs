@@ -73,6 +73,8 @@ pub struct DashboardAccounts {
     accept: String,
     store: Arc<dyn UserSessions>,
     cache: DashMap<String, Arc<Session>>,
+    /// At most this many sessions in `cache` ([`CACHE_MAX`]).
+    cache_max: usize,
 }
 
 impl DashboardAccounts {
@@ -82,6 +84,7 @@ impl DashboardAccounts {
             accept,
             store,
             cache: DashMap::new(),
+            cache_max: CACHE_MAX,
         }
     }
 
@@ -182,9 +185,9 @@ impl DashboardAccounts {
 
     /// Remembers `session`, unless the cache is full of sessions that have not ended.
     fn remember(&self, jti: &str, session: &Arc<Session>, now: UnixTime) {
-        if self.cache.len() >= CACHE_MAX {
+        if self.cache.len() >= self.cache_max {
             self.cache.retain(|_, s| s.token.until >= now);
-            if self.cache.len() >= CACHE_MAX {
+            if self.cache.len() >= self.cache_max {
                 return;
             }
         }
@@ -289,6 +292,28 @@ mod tests {
         assert!(user.password_hash.is_none());
         // Cached or not, an ended session is not served.
         assert!(accounts.find("j", 201).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn the_cache_stays_bounded_and_what_it_cannot_hold_comes_from_the_store() {
+        let mut accounts = accounts();
+        accounts.cache_max = 2;
+        let session = |until| UserSession {
+            username: "ops".into(),
+            dashboard_token: "dash".into(),
+            permissions: None,
+            until,
+        };
+        for (jti, until) in [("a", 150), ("b", 300), ("c", 300)] {
+            accounts.open(jti, &session(until), 100).await.unwrap();
+            assert!(accounts.find(jti, 100).await.unwrap().is_some());
+        }
+        assert_eq!(accounts.cache.len(), 2);
+        assert!(!accounts.cache.contains_key("c"));
+        assert!(accounts.find("c", 100).await.unwrap().is_some());
+        // Once "a" has ended, it makes room.
+        assert!(accounts.find("c", 200).await.unwrap().is_some());
+        assert!(accounts.cache.contains_key("c") && !accounts.cache.contains_key("a"));
     }
 
     #[tokio::test]
