@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::dashboard::{DashboardError, DashboardLogin};
 use super::login::{Attempt, LoggedIn};
+use super::refusal_time::LoginAnswerKind;
 use super::{Auth, AuthSubject};
 use crate::config::AuthSource;
 use crate::errors::GatewayError;
@@ -43,8 +44,13 @@ impl Auth {
             Attempt::Locked => Err(DashboardError::Refused),
             _ => {
                 let answer = self.dashboard_log_in(username, password, now).await;
-                if matches!(answer, Ok(_) | Err(DashboardError::Refused)) {
-                    self.refusal_floor.observe(started.elapsed());
+                let kind = match &answer {
+                    Ok(_) => Some(LoginAnswerKind::Accepted),
+                    Err(DashboardError::Refused) => Some(LoginAnswerKind::Refused),
+                    Err(_) => None,
+                };
+                if let Some(kind) = kind {
+                    self.refusal_floor.observe(started.elapsed(), kind);
                 }
                 answer
             }
