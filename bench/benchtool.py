@@ -12,6 +12,7 @@ Standard library only. Every network call goes to 127.0.0.1 and is bounded in ti
     benchtool.py conns PORT N PID PATH HEADER...  -> JSON: RSS of PID with N idle keep-alive connections
     benchtool.py logins PORT USER PASSWORD N      -> JSON: sequential login latencies
     benchtool.py callgrind DUMP N REPORT_TXT      -> JSON: instructions per request of a callgrind dump
+    benchtool.py callgrind-summary WORKDIR        -> JSON: the counts of section 8 and clustergate's ratios to the floor
     benchtool.py report WORKDIR RESULTS_DIR STAMP -> writes STAMP.json, latest.{json,svg,md}
 """
 
@@ -563,6 +564,29 @@ def cmd_callgrind(dump, requests, report_txt):
          "top_own_inclusive": own, "file": os.path.basename(report_txt)})
 
 
+CALLGRIND_LABELS = ("floor", "proxied", "proxied_logged", "check")
+
+
+def callgrind_summary(extra):
+    """Instructions per request of each count, and the proxied ones over the floor's."""
+    counts = {label: (extra.get(f"callgrind_{label}") or {}).get("instructions_per_request")
+              for label in CALLGRIND_LABELS}
+    floor = counts.get("floor")
+    ratios = {f"{label}_vs_floor": round(counts[label] / floor, 3)
+              for label in ("proxied", "proxied_logged") if counts.get(label) and floor}
+    return {"instructions_per_request": counts, "ratios": ratios}
+
+
+def cmd_callgrind_summary(workdir):
+    extra = {}
+    for label in CALLGRIND_LABELS:
+        path = os.path.join(workdir, "extra", f"callgrind_{label}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                extra[f"callgrind_{label}"] = json.load(f)
+    out(callgrind_summary(extra))
+
+
 # ------------------------------------------------------------------ report
 
 def load_jsonl(path):
@@ -730,9 +754,9 @@ def cmd_report(workdir, resdir, stamp):
                    "rss_after_load_mb": extra.get("rss_after_load_mb")},
         "correctness": extra.get("correctness"),
         "profile": extra.get("profile"),
-        "instructions_per_request": {label: (extra.get(f"callgrind_{label}") or {}).get("instructions_per_request")
-                                     for label in ("proxied", "check")},
-        "callgrind": {label: extra.get(f"callgrind_{label}") for label in ("proxied", "check")},
+        "instructions_per_request": callgrind_summary(extra)["instructions_per_request"],
+        "instructions_ratios": callgrind_summary(extra)["ratios"],
+        "callgrind": {label: extra.get(f"callgrind_{label}") for label in CALLGRIND_LABELS},
         "settings": meta["settings"],
         "pinning": meta["pinning"],
         "tools": meta["tools"],
@@ -873,6 +897,10 @@ def markdown(res):
     ipr = res.get("instructions_per_request") or {}
     L.append(f"| clustergate instructions per request (callgrind, user space): proxied / token check | "
              f"{fmt(ipr.get('proxied'), 0)} / {fmt(ipr.get('check'), 0)} |")
+    ratios = res.get("instructions_ratios") or {}
+    L.append(f"| instructions per proxied request: pingora floor; clustergate over it, access log off / on | "
+             f"{fmt(ipr.get('floor'), 0)}; {fmt(ratios.get('proxied_vs_floor'), 2)}x / "
+             f"{fmt(ratios.get('proxied_logged_vs_floor'), 2)}x |")
     L.append("")
     L.append("![throughput and p99](latest.svg)")
     L.append("")
@@ -971,7 +999,7 @@ def main(argv):
         "wrk": cmd_wrk, "h2load": cmd_h2load, "conns": cmd_conns, "logins": cmd_logins,
         "report": cmd_report, "record": cmd_record, "annotate-flood": cmd_annotate_flood,
         "meta": cmd_meta, "perf-summary": cmd_perf_summary, "procsnap": cmd_procsnap,
-        "callgrind": cmd_callgrind,
+        "callgrind": cmd_callgrind, "callgrind-summary": cmd_callgrind_summary,
     }
     if len(argv) < 2 or argv[1] not in cmds:
         sys.stderr.write(__doc__)

@@ -387,6 +387,7 @@ start_server nginx-proxy "$NGINX" -p "$WORK/nginx-proxy" -e "$WORK/nginx-proxy/e
 start_server haproxy "$HAPROXY" -db -f "$WORK/haproxy/haproxy.cfg"
 # pingora's own proxy with nothing of clustergate's: what the framework costs by itself
 start_server pingora-floor "$FLOOR" "127.0.0.1:$P_FLOOR" "127.0.0.1:$P_BACKEND" "$CG_THREADS"
+FLOOR_PID=${PIDS[-1]}
 export RUST_LOG=$CG_LOG      # read by clustergate only
 start_server clustergate "$CG" run --config "$WORK/cg/clustergate.toml"
 CG_PID=${PIDS[-1]}
@@ -394,7 +395,7 @@ start_server redis "$REDIS" --bind 127.0.0.1 --port "$P_REDIS" --save '' --appen
 start_server clustergate-redis "$CG" run --config "$WORK/cgr/clustergate.toml"
 CGR_PID=${PIDS[-1]}
 # the servers whose CPU time is counted per request (with their children: nginx's workers)
-PROCS=(backend="${PIDS[0]}" nginx="${PIDS[1]}" haproxy="${PIDS[2]}" pingora="${PIDS[3]}" clustergate="$CG_PID"
+PROCS=(backend="${PIDS[0]}" nginx="${PIDS[1]}" haproxy="${PIDS[2]}" pingora="$FLOOR_PID" clustergate="$CG_PID"
   clustergate_redis="$CGR_PID")
 
 URL_DIRECT=http://127.0.0.1:$P_BACKEND$HEALTH
@@ -673,16 +674,19 @@ fi  # ONLY_CG = 0
 
 # ------------------------------------------------------------------ 8. instructions per request (callgrind)
 # Wall-clock figures swing with whatever else the host runs; instruction counts do not. The
-# gateway is restarted under valgrind's callgrind with the same configuration (same secret:
-# the token stays valid), and the user-space instructions of N requests are counted.
-callgrind_count() {  # label url [h2load args...]
-  local label=$1 url=$2 dump; shift 2
-  callgrind_control -z "$VG_PID" >/dev/null 2>&1 || { soft_error "callgrind_control -z failed"; return 0; }
+# pingora floor and the gateway are restarted under valgrind's callgrind with the same
+# configuration (same secret: the token stays valid), and the user-space instructions of N
+# requests are counted: the floor's, the gateway's proxied request and token check with
+# RUST_LOG as the bench sets it, and its proxied request again with the access log on
+# (`info`, the default `log.level`).
+callgrind_count() {  # label pid url [h2load args...]
+  local label=$1 pid=$2 url=$3 dump; shift 3
+  callgrind_control -z "$pid" >/dev/null 2>&1 || { soft_error "callgrind_control -z failed"; return 0; }
   ld h2load --h1 -n "$CG_REQUESTS" -c 10 "$@" "$url" >"$WORK/out/callgrind-$label.out" 2>&1 ||
     { soft_error "h2load failed under callgrind ($label)"; return 0; }
   grep -q "status codes: $CG_REQUESTS 2xx" "$WORK/out/callgrind-$label.out" ||
     soft_error "not every $label request under callgrind answered 2xx: $(grep 'status codes' "$WORK/out/callgrind-$label.out")"
-  callgrind_control --dump="$label" "$VG_PID" >/dev/null 2>&1 || { soft_error "callgrind_control -d failed"; return 0; }
+  callgrind_control --dump="$label" "$pid" >/dev/null 2>&1 || { soft_error "callgrind_control -d failed"; return 0; }
   for _ in $(seq 50); do
     dump=$(grep -l "^desc: Trigger: dump $label\$" "$WORK"/callgrind.out.* 2>/dev/null | head -1 || true)
     [ -n "$dump" ] && break
@@ -694,30 +698,62 @@ callgrind_count() {  # label url [h2load args...]
     soft_error "reading the callgrind dump for $label failed"
   log "callgrind $label: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["instructions_per_request"])' "$WORK/extra/callgrind_$label.json" 2>/dev/null) instructions per request"
 }
-if [ "$CALLGRIND" = 1 ]; then
-  log "callgrind: restarting clustergate under valgrind to count instructions per request"
-  kill -TERM "$CG_PID" 2>/dev/null || true
-  for _ in $(seq 100); do ours "$CG_PID" || break; sleep 0.1; done
-  wait "$CG_PID" 2>/dev/null || true
-  forget "$CG_PID"
-  start_server clustergate-callgrind valgrind --tool=callgrind --dump-instr=no \
-    --callgrind-out-file="$WORK/callgrind.out.%p" "$CG" run --config "$WORK/cg/clustergate.toml"
+stop_server() {  # pid: one of ours, stopped and forgotten
+  kill -TERM "$1" 2>/dev/null || true
+  for _ in $(seq 100); do ours "$1" || break; sleep 0.1; done
+  wait "$1" 2>/dev/null || true
+  forget "$1"
+}
+under_callgrind() {  # name command... : started under valgrind's callgrind; its pid in VG_PID
+  local name=$1; shift
+  start_server "$name" valgrind --tool=callgrind --dump-instr=no --callgrind-out-file="$WORK/callgrind.out.%p" "$@"
   VG_PID=${PIDS[-1]}
-  deadline=$((SECONDS + 180))   # valgrind starts the gateway about 50 times slower
-  until [ "$(code_of "$URL_CG" -H "$AUTH" -H "$ACCEPT")" = 200 ] || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.5; done
-  if [ "$(code_of "$URL_CG" -H "$AUTH" -H "$ACCEPT")" = 200 ]; then
-    ld h2load --h1 -n 300 -c 10 -H "$AUTH" -H "$ACCEPT" "$URL_CG" >/dev/null 2>&1 || true   # warm-up
-    callgrind_count proxied "$URL_CG" -H "$AUTH" -H "$ACCEPT"
-    callgrind_count check "http://127.0.0.1:$P_CG/api/auth/check" -d "$WORK/check-cg.json" \
+}
+until_forwarding() {  # url: true once it answers 200 (valgrind starts a server about 50 times slower)
+  local deadline=$((SECONDS + 180))
+  until [ "$(code_of "$1" -H "$AUTH" -H "$ACCEPT")" = 200 ] || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.5; done
+  [ "$(code_of "$1" -H "$AUTH" -H "$ACCEPT")" = 200 ] || return 1
+  ld h2load --h1 -n 300 -c 10 -H "$AUTH" -H "$ACCEPT" "$1" >/dev/null 2>&1 || true   # warm-up
+}
+if [ "$CALLGRIND" = 1 ]; then
+  log "callgrind: restarting the pingora floor under valgrind to count instructions per request"
+  stop_server "$FLOOR_PID"
+  under_callgrind pingora-floor-callgrind "$FLOOR" "127.0.0.1:$P_FLOOR" "127.0.0.1:$P_BACKEND" "$CG_THREADS"
+  if until_forwarding "$URL_FLOOR"; then
+    callgrind_count floor "$VG_PID" "$URL_FLOOR" -H "$AUTH" -H "$ACCEPT"
+  else
+    soft_error "the pingora floor under callgrind did not start forwarding"
+  fi
+  stop_server "$VG_PID"
+  log "callgrind: restarting clustergate under valgrind"
+  stop_server "$CG_PID"
+  under_callgrind clustergate-callgrind "$CG" run --config "$WORK/cg/clustergate.toml"
+  if until_forwarding "$URL_CG"; then
+    callgrind_count proxied "$VG_PID" "$URL_CG" -H "$AUTH" -H "$ACCEPT"
+    callgrind_count check "$VG_PID" "http://127.0.0.1:$P_CG/api/auth/check" -d "$WORK/check-cg.json" \
       -H "$CHECK_ACCEPT" -H 'Content-Type: application/json'
   else
     soft_error "clustergate under callgrind did not start forwarding"
   fi
+  stop_server "$VG_PID"
+  log "callgrind: clustergate again with the access log on (RUST_LOG=info)"
+  export RUST_LOG=info
+  under_callgrind clustergate-callgrind-logged "$CG" run --config "$WORK/cg/clustergate.toml"
+  export RUST_LOG=$CG_LOG
+  if until_forwarding "$URL_CG"; then
+    callgrind_count proxied_logged "$VG_PID" "$URL_CG" -H "$AUTH" -H "$ACCEPT"
+  else
+    soft_error "clustergate under callgrind with the access log on did not start forwarding"
+  fi
+  "${TOOL[@]}" callgrind-summary "$WORK" >"$WORK/extra/callgrind_summary.json" || true
+  log "callgrind: $(cat "$WORK/extra/callgrind_summary.json")"
 fi
 
 # ------------------------------------------------------------------ report
 if [ "$ONLY_CG" = 1 ]; then
-  log "callgrind only: $RESULTS/$STAMP-callgrind-*.txt ($((SECONDS - T0)) s)"
+  mkdir -p "$RESULTS"
+  cp "$WORK/extra/callgrind_summary.json" "$RESULTS/$STAMP-callgrind.json" 2>/dev/null || true
+  log "callgrind only: $RESULTS/$STAMP-callgrind.json and -callgrind-*.txt ($((SECONDS - T0)) s)"
   [ -s "$WORK/errors.txt" ] && { cat "$WORK/errors.txt" >&2; exit 2; }
   exit 0
 fi
