@@ -3,11 +3,14 @@
 //! like any other line). Never a token, a password, a body or the query string (it may
 //! carry a token): only what [`Served`] holds.
 
+use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::time::Duration;
 
 use http::Method;
 use serde::Serialize;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 
 use crate::config::LogFormat;
 use crate::logs::{self, LogWriter};
@@ -54,8 +57,11 @@ const TARGET: &str = "clustergate::access";
 #[derive(Debug, Clone)]
 pub struct AccessLog {
     format: LogFormat,
-    /// Where JSON lines go (text lines go through `tracing`'s formatter).
+    /// Where the lines formatted here go.
     writer: LogWriter,
+    /// Text lines in colour (standard error is a terminal) go through `tracing`'s
+    /// formatter, which colours them; other lines are formatted here.
+    ansi: bool,
 }
 
 /// The fields of a JSON access line, in order; what is not known is left out.
@@ -77,17 +83,30 @@ struct AccessFields<'a> {
 }
 
 impl AccessLog {
-    pub fn new(format: LogFormat, writer: LogWriter) -> AccessLog {
-        AccessLog { format, writer }
+    /// `ansi`: the logger colours its text lines (`LogHandles::ansi`).
+    pub fn new(format: LogFormat, writer: LogWriter, ansi: bool) -> AccessLog {
+        AccessLog {
+            format,
+            writer,
+            ansi,
+        }
     }
 
     /// Writes `served`'s line, once the filter said access lines are on: when they are
     /// off, nothing is formatted. Text keeps the line of earlier releases (inside the
-    /// request's span); JSON has every field at the top level and is formatted here
-    /// (`logs::json_line`), at a third of the cost of `tracing`'s JSON formatter.
+    /// request's span); JSON has every field at the top level. Both are
+    /// formatted here (`text_line`, `logs::json_line`) at a third of the cost of
+    /// `tracing`'s formatters, and queued on the log worker.
     pub fn record(&self, served: &Served<'_>, span: &tracing::Span) {
         let micros = u64::try_from(served.elapsed.as_micros()).unwrap_or(u64::MAX);
+        let enabled = || tracing::enabled!(target: TARGET, tracing::Level::INFO);
         match self.format {
+            LogFormat::Text if !self.ansi => {
+                if enabled() {
+                    let line = text_line(served, micros, !span.is_disabled());
+                    self.writer.write_line(line.as_bytes());
+                }
+            }
             LogFormat::Text => tracing::info!(
                 target: TARGET,
                 parent: span,
@@ -98,7 +117,7 @@ impl AccessLog {
                 backend = served.backend.unwrap_or(""),
                 micros,
             ),
-            LogFormat::Json if tracing::enabled!(target: TARGET, tracing::Level::INFO) => {
+            LogFormat::Json if enabled() => {
                 let fields = AccessFields {
                     request_id: served.request_id,
                     client: served.client,
@@ -116,6 +135,29 @@ impl AccessLog {
             LogFormat::Json => {}
         }
     }
+}
+
+/// The text line `tracing`'s formatter writes for the access event (without colour),
+/// byte for byte: timestamp, level, the request's span when it is on (`RequestCtx::span`:
+/// `request{request_id=<id>}`), target, fields.
+fn text_line(served: &Served<'_>, micros: u64, in_span: bool) -> String {
+    let mut line = String::with_capacity(256);
+    // Writing into a String cannot fail.
+    let _ = SystemTime.format_time(&mut Writer::new(&mut line));
+    line.push_str("  INFO ");
+    if in_span {
+        let _ = write!(line, "request{{request_id={}}}: ", served.request_id);
+    }
+    let _ = writeln!(
+        line,
+        "{TARGET}: method={} path={:?} route={:?} status={} backend={:?} micros={micros}",
+        served.method,
+        served.path,
+        served.route.label(),
+        served.status,
+        served.backend.unwrap_or(""),
+    );
+    line
 }
 
 #[cfg(test)]
@@ -141,14 +183,59 @@ pub(crate) mod tests {
 
     /// What `AccessLog::record` writes in `format` under `filter`.
     pub(crate) fn access_lines(format: LogFormat, filter: &str, served: &Served<'_>) -> String {
+        lines_of(format, false, filter, served)
+    }
+
+    /// As [`access_lines`], through `tracing`'s formatter when `ansi` (the capture has no
+    /// colours).
+    fn lines_of(format: LogFormat, ansi: bool, filter: &str, served: &Served<'_>) -> String {
         let mut traced = String::new();
         let written = capture::written(|writer| {
             traced = capture::lines(format, filter, || {
-                let span = tracing::info_span!("request", request_id = served.request_id);
-                AccessLog::new(format, writer.clone()).record(served, &span)
+                // as `RequestCtx::span`
+                let span = tracing::info_span!("request", request_id = %served.request_id);
+                AccessLog::new(format, writer.clone(), ansi).record(served, &span)
             });
         });
         traced + &written
+    }
+
+    /// A line without its timestamp (the first word).
+    fn untimed(line: &str) -> &str {
+        line.split_once(' ').map_or("", |(_, rest)| rest)
+    }
+
+    #[test]
+    fn a_text_access_line_is_the_line_tracing_writes() {
+        let unknown = Served {
+            user: None,
+            backend: None,
+            path: "/api/\"quoted\"/ü",
+            ..forwarded_call(&Method::DELETE)
+        };
+        for served in [forwarded_call(&Method::GET), unknown] {
+            for filter in ["info", "warn,clustergate::access=info"] {
+                let ours = access_lines(LogFormat::Text, filter, &served);
+                let traced = lines_of(LogFormat::Text, true, filter, &served);
+                assert_eq!(ours.lines().count(), 1, "{ours}");
+                assert_eq!(untimed(&ours), untimed(&traced), "{filter}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_text_access_line_outside_the_request_span_has_no_span() {
+        let served = forwarded_call(&Method::GET);
+        let text = capture::written(|writer| {
+            capture::lines(LogFormat::Text, "info", || {
+                AccessLog::new(LogFormat::Text, writer.clone(), false)
+                    .record(&served, &tracing::Span::none())
+            });
+        });
+        assert!(
+            untimed(&text).starts_with(" INFO clustergate::access: method=GET "),
+            "{text}"
+        );
     }
 
     fn json_line(served: &Served<'_>) -> serde_json::Value {
@@ -209,7 +296,7 @@ pub(crate) mod tests {
     fn a_text_access_line_keeps_the_fields_of_earlier_releases_in_the_request_span() {
         let text = access_lines(LogFormat::Text, "info", &forwarded_call(&Method::GET));
         for field in [
-            "request{request_id=\"6f1c2d9e-0000-4000-8000-000000000001\"}",
+            "request{request_id=6f1c2d9e-0000-4000-8000-000000000001}",
             "clustergate::access",
             "method=GET",
             "path=\"/api/pool/rbd\"",

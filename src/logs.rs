@@ -2,8 +2,9 @@
 //! JSON object each (`log.format`), filtered by `RUST_LOG` or else `log.level` (which a
 //! reload changes: [`LogLevel`]), written to standard error by a worker thread so that no
 //! request waits on the output. The access
-//! log (`access_log`) writes its JSON lines itself, through [`json_line`] and the same
-//! worker ([`LogWriter`]); the audit log (`audit`) uses [`json_line`] and writes apart.
+//! log (`access_log`) formats its lines itself (JSON through [`json_line`]) and queues them
+//! on the same worker ([`LogWriter`]); the audit log (`audit`) uses [`json_line`] and
+//! writes apart.
 
 use std::io::{BufWriter, IsTerminal, Write};
 
@@ -48,8 +49,10 @@ impl Logging {
 /// What the running gateway uses of the logger.
 #[derive(Clone)]
 pub struct LogHandles {
-    /// Where JSON access lines go.
+    /// Where access lines go.
     pub writer: LogWriter,
+    /// Text lines are coloured (standard error is a terminal).
+    pub ansi: bool,
     /// The filter a reload of `log.level` replaces.
     pub level: LogLevel,
 }
@@ -92,7 +95,7 @@ fn reloadable(
     (layer, LogLevel { handle, set_by_env })
 }
 
-/// The worker thread's queue, for lines formatted elsewhere (the JSON access lines).
+/// The worker thread's queue, for lines formatted elsewhere (the access lines).
 #[derive(Debug, Clone)]
 pub struct LogWriter(NonBlocking);
 
@@ -139,6 +142,7 @@ pub fn init(config: &LogConfig) -> Result<Logging, LogError> {
         _worker: worker,
         handles: LogHandles {
             writer: LogWriter(writer),
+            ansi,
             level,
         },
     })

@@ -244,7 +244,7 @@ fn build(
         readiness: readiness.clone(),
         tls: tls_on,
         trusted_proxies: server_config.trusted_proxies.clone(),
-        access_log: AccessLog::new(log.format, logs.writer.clone()),
+        access_log: AccessLog::new(log.format, logs.writer.clone(), logs.ansi),
         audit: audit.clone(),
     };
     server.add_service(proxy_service(
