@@ -196,7 +196,7 @@ impl TokenService {
 /// are swept when the cache is full, at most once a second; while it is full of live
 /// tokens, new ones are verified every time instead of remembered.
 struct VerifiedTokens {
-    tokens: DashMap<Box<str>, Arc<Claims>>,
+    tokens: DashMap<Box<str>, Arc<Claims>, foldhash::fast::RandomState>,
     max: usize,
     last_sweep: AtomicU64,
 }
@@ -204,7 +204,7 @@ struct VerifiedTokens {
 impl VerifiedTokens {
     fn new(max: usize) -> Self {
         VerifiedTokens {
-            tokens: DashMap::new(),
+            tokens: DashMap::with_hasher(foldhash::fast::RandomState::default()),
             max,
             last_sweep: AtomicU64::new(0),
         }

@@ -83,7 +83,7 @@ pub struct AccessTable {
 #[derive(Debug, Default)]
 struct PrefixNode {
     operations: Vec<usize>,
-    children: HashMap<String, PrefixNode>,
+    children: HashMap<String, PrefixNode, foldhash::fast::RandomState>,
 }
 
 impl PrefixNode {
