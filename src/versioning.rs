@@ -20,7 +20,11 @@ impl ApiVersion {
     }
 
     pub fn media_type(self, vendor: &str) -> String {
-        format!("application/vnd.{vendor}.api.v{self}+json")
+        // (not through `Display`: a nested `write!` costs as much again, on every request)
+        format!(
+            "application/vnd.{vendor}.api.v{}.{}+json",
+            self.major, self.minor
+        )
     }
 }
 
@@ -105,6 +109,11 @@ pub fn negotiate(
 /// answers 415 to any list, so exactly one type is forwarded). Runs on every forwarded
 /// API request, so it collects nothing.
 pub fn choose(accept: Option<&str>, vendor: &str) -> Result<ApiVersion, VersionError> {
+    // The usual Accept: one vendor type without parameters, read without splitting it.
+    let single = accept.filter(|a| !a.contains([',', ';', '"']));
+    if let Some(version) = single.and_then(|a| vendor_version(a.trim(), vendor)) {
+        return Ok(version);
+    }
     accept
         .into_iter()
         .flat_map(|a| offers(a, vendor))
