@@ -40,6 +40,28 @@ pub fn normalize(raw: &str) -> Result<String, PathError> {
     if !raw.starts_with('/') {
         return Err(PathError::NotAbsolute);
     }
+    if is_canonical(raw) {
+        return Ok(raw.to_string());
+    }
+    resolve(raw)
+}
+
+/// Whether `raw` (absolute) is its own normal form, as nearly every request's path is: no
+/// escape, backslash or control to check, no empty or dot segment, no trailing '/'.
+fn is_canonical(raw: &str) -> bool {
+    let plain = raw
+        .bytes()
+        .all(|b| !matches!(b, b'%' | b'\\' | 0..=0x1f | 0x7f));
+    let segments_plain = || {
+        raw.split('/')
+            .skip(1)
+            .all(|segment| !matches!(segment, "" | "." | ".."))
+    };
+    plain && (raw == "/" || segments_plain())
+}
+
+/// The normal form of an absolute `raw` that is not already canonical.
+fn resolve(raw: &str) -> Result<String, PathError> {
     let decoded = decode_unreserved(raw)?;
     let mut segments: Vec<&str> = Vec::new();
     for segment in decoded.split('/') {
@@ -114,6 +136,34 @@ fn hex_value(b: u8) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_canonical_path_is_what_resolving_it_gives() {
+        let canonical = [
+            "/",
+            "/api/settings",
+            "/api/pool/my-pool_1.x~",
+            "/caf\u{e9}/a.b",
+        ];
+        for raw in canonical {
+            assert!(is_canonical(raw), "{raw}");
+            assert_eq!(resolve(raw), Ok(raw.to_string()), "{raw}");
+        }
+        let not_canonical = [
+            "/api/settings/",
+            "//api",
+            "/api/./x",
+            "/api/../x",
+            "/api/..",
+            "/api/%73",
+            "/a\\b",
+            "/a\tb",
+            "/a\u{7f}",
+        ];
+        for raw in not_canonical {
+            assert!(!is_canonical(raw), "{raw}");
+        }
+    }
 
     #[test]
     fn spellings_the_dashboard_treats_as_one_resource_normalize_alike() {
