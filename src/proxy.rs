@@ -259,7 +259,8 @@ impl ProxyHttp for Gateway {
             }
             ResponseVerdict::EndSession => {
                 if let Some(token) = ctx.forward.as_ref().and_then(|f| f.user_token.as_ref()) {
-                    self.auth.user_token_refused(token, unix_now()).await;
+                    // Boxed: rare, and its future large (see `Probe` above).
+                    Box::pin(self.auth.user_token_refused(token, unix_now())).await;
                 }
                 Ok(())
             }

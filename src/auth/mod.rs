@@ -111,7 +111,8 @@ impl Auth {
             // every request by `async_trait`) would otherwise be as large.
             Route::Login => Box::pin(self.login(req, now_ms, subject)).await,
             Route::TokenCheck => self.check(req, now, serving).await,
-            Route::Logout => self.logout(req, now, subject).await,
+            // Boxed too: a logout may end the dashboard session (a request to it).
+            Route::Logout => Box::pin(self.logout(req, now, subject)).await,
             _ => Err(GatewayError::not_found("/api/auth")),
         }
     }
