@@ -205,6 +205,10 @@ fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
     [
         ("server.listen", a.server.listen != b.server.listen),
         ("server.threads", a.server.threads != b.server.threads),
+        (
+            "server.work_stealing",
+            a.server.work_stealing != b.server.work_stealing,
+        ),
         ("server.tls", tls_on(a) != tls_on(b)),
         ("server.state_dir", a.server.state_dir != b.server.state_dir),
         (

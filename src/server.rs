@@ -290,6 +290,7 @@ fn server_conf(server: &ServerConfig) -> ServerConf {
     let in_state_dir = |name: &str| server.state_dir.join(name).to_string_lossy().into_owned();
     ServerConf {
         threads: server.threads,
+        work_stealing: server.work_stealing,
         grace_period_seconds: Some(grace),
         graceful_shutdown_timeout_seconds: Some(grace),
         pid_file: in_state_dir(PID_FILE),

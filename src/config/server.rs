@@ -22,6 +22,10 @@ pub struct ServerConfig {
     pub state_dir: PathBuf,
     /// Worker threads for the proxy service.
     pub threads: usize,
+    /// Whether the worker threads steal each other's tasks (tokio's multi-threaded
+    /// runtime) or each runs its own connections (one single-threaded runtime per thread,
+    /// fewer cross-thread wake-ups: bench/README.md has the measurements).
+    pub work_stealing: bool,
     /// How long SIGTERM waits for in-flight requests (pingora's default is 300 s).
     pub shutdown_grace: Duration,
     /// How long SIGTERM first answers "not ready" to balancers, serving meanwhile.
@@ -120,6 +124,7 @@ pub(super) fn validate(
         tls: tls?,
         state_dir: at.resolve(&server.state_dir),
         threads,
+        work_stealing: server.work_stealing,
         shutdown_grace: Duration::from_secs(server.shutdown_grace_seconds),
         drain: drain?,
         public_url: server.public_url,

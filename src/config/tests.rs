@@ -407,6 +407,15 @@ fn client_limits_have_documented_defaults() {
 }
 
 #[test]
+fn work_stealing_is_off_unless_set_and_must_be_a_boolean() {
+    let d = dir();
+    assert!(!parse("", d.path()).unwrap().server.work_stealing);
+    let c = parse("[server]\nwork_stealing = true\n", d.path()).unwrap();
+    assert!(c.server.work_stealing);
+    assert!(errors_of("[server]\nwork_stealing = \"yes\"").mentions("server.work_stealing"));
+}
+
+#[test]
 fn client_limits_are_bounded_by_what_pingora_parses() {
     for (line, key) in [
         ("max_header_bytes = 100", "server.max_header_bytes"),
