@@ -13,6 +13,8 @@ Standard library only. Every network call goes to 127.0.0.1 and is bounded in ti
     benchtool.py logins PORT USER PASSWORD N      -> JSON: sequential login latencies
     benchtool.py callgrind DUMP N REPORT_TXT      -> JSON: instructions per request of a callgrind dump
     benchtool.py callgrind-summary WORKDIR        -> JSON: the counts of section 8 and clustergate's ratios to the floor
+    benchtool.py repeat N                         -> standard input, N times
+    benchtool.py connsnap FILE NGINX_STATUS_PORT HAPROXY_SOCKET -> connection and handshake counters
     benchtool.py report WORKDIR RESULTS_DIR STAMP -> writes STAMP.json, latest.{json,svg,md}
 """
 
@@ -32,17 +34,30 @@ import subprocess
 import sys
 import time
 
-CONTENDERS = ["direct", "nginx", "haproxy", "pingora", "clustergate", "clustergate_redis"]
+# Plain HTTP contenders (the main table and the SVG), then the same proxies terminating TLS 1.3.
+PLAIN = ["direct", "nginx", "haproxy", "pingora", "pingora_nosteal", "clustergate", "clustergate_steal",
+         "clustergate_redis"]
+TLS = ["nginx_tls", "haproxy_tls", "clustergate_tls"]
+CONTENDERS = PLAIN + TLS
 LABELS = {
     "direct": "1 direct (nginx backend)",
     "nginx": "2 nginx proxy_pass, no auth",
     "haproxy": "3 HAProxy jwt_verify HS256",
-    "pingora": "pingora 0.9's own proxy, no auth (floor)",
-    "clustergate": "4 clustergate",
+    "pingora": "pingora 0.9's own proxy, no auth (floor), default runtime (work stealing)",
+    "pingora_nosteal": "pingora 0.9's own proxy, no auth (floor), `work_stealing: false`",
+    "clustergate": "4 clustergate (default: `server.work_stealing = false`)",
+    "clustergate_steal": "4 clustergate with `server.work_stealing = true`",
     "clustergate_redis": "5 clustergate, state in Redis",
+    "nginx_tls": "nginx proxy_pass, TLS 1.3 (OpenSSL)",
+    "haproxy_tls": "HAProxy jwt_verify HS256, TLS 1.3 (OpenSSL)",
+    "clustergate_tls": "clustergate, TLS 1.3 (rustls)",
 }
 SHORT = {"direct": "direct", "nginx": "nginx", "haproxy": "HAProxy", "pingora": "pingora",
-         "clustergate": "clustergate", "clustergate_redis": "clustergate+Redis"}
+         "pingora_nosteal": "pingora no-steal", "clustergate": "clustergate",
+         "clustergate_steal": "clustergate steal", "clustergate_redis": "clustergate+Redis",
+         "nginx_tls": "nginx TLS", "haproxy_tls": "HAProxy TLS", "clustergate_tls": "clustergate TLS"}
+# the process whose CPU time counts for each contender (bench/run.sh's PROCS)
+PROC_OF = {"direct": "backend", "nginx_tls": "nginx", "haproxy_tls": "haproxy"}
 
 
 def out(obj):
@@ -170,6 +185,10 @@ def h2load_summary(text):
     m = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
     if m:
         r["status"] = dict(zip(["2xx", "3xx", "4xx", "5xx"], map(int, m.groups())))
+    # what a TLS run negotiated (h2load prints it for the first connection)
+    tls = {k: v.strip() for k, v in re.findall(r"^(TLS Protocol|Cipher|Server Temp Key): (.+)$", text, re.M)}
+    if tls:
+        r["tls"] = tls
     return r
 
 
@@ -377,6 +396,46 @@ def cmd_procsnap(path, *name_pids):
         json.dump(snap, f)
 
 
+def cmd_repeat(n):
+    """Standard input, N times (curl's config of the handshake runs: one URL per request)."""
+    sys.stdout.write(sys.stdin.read() * int(n))
+
+
+def cmd_connsnap(path, nginx_status_port, haproxy_socket):
+    """Counters of connections and TLS handshakes, written to PATH as JSON: nginx's accepted
+    connections (stub_status), HAProxy's TLS connections and session reuse (`show info`), and
+    the host's passive TCP opens (every accepted connection, of any process)."""
+    snap = {}
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", int(nginx_status_port), timeout=5)
+        conn.request("GET", "/")
+        m = re.search(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s*$", conn.getresponse().read().decode(), re.M)
+        conn.close()
+        if m:
+            snap["nginx_accepted"] = int(m.group(1))
+    except OSError:
+        pass
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(5)
+            sock.connect(haproxy_socket)
+            sock.sendall(b"show info\n")
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        info = dict(l.split(": ", 1) for l in data.decode().splitlines() if ": " in l)
+        snap["haproxy_tls_connections"] = int(info["CumSslConns"])
+        snap["haproxy_tls_rate"] = int(info["SslRate"])
+        snap["haproxy_full_handshake_rate"] = int(info["SslFrontendKeyRate"])
+    except (OSError, KeyError, ValueError):
+        pass
+    lines = [l.split() for l in open("/proc/net/snmp") if l.startswith("Tcp:")]
+    if len(lines) == 2:
+        snap["tcp_passive_opens"] = int(lines[1][lines[0].index("PassiveOpens")])
+    with open(path, "w") as f:
+        json.dump(snap, f)
+
+
 def cmd_record(runs, *kvs):
     a = dict(kv.split("=", 1) for kv in kvs)
     row = {"phase": a["phase"], "contender": a["contender"], "round": int(a["round"])}
@@ -395,6 +454,12 @@ def cmd_record(runs, *kvs):
         row.update({"tool": "h2load", "rps": h["rps"], "done": h["done"], "status": h["status"],
                     "non_2xx": sum(v for k, v in h["status"].items() if k != "2xx") if h["status"] else None,
                     "errored": h["errored"], "timeout": h["timeout"]})
+        if h.get("tls"):
+            row["tls"] = h["tls"]
+    if "curl_codes" in a:
+        codes = [l.strip() for l in open(a["curl_codes"], errors="replace") if re.fullmatch(r"\d{3}\s*", l)]
+        row.update({"tool": "curl", "requests": len(codes), "non_2xx": sum(not c.startswith("2") for c in codes),
+                    "rps": round(len(codes) / secs, 1) if secs else None})
     if "log" in a:
         rows = read_h2load_log(a["log"])
         ok = [d for (_s, st, d) in rows if 200 <= st < 300]
@@ -419,6 +484,11 @@ def cmd_record(runs, *kvs):
             # CPU of the measured contender's own processes per request: robust on a busy
             # machine, where other processes take turns on the same core
             row["cpu_us_per_request"] = {k: round(v * 1e6 / n, 2) for k, v in used.items()}
+    if "conns_before" in a:
+        c0, c1 = json.load(open(a["conns_before"])), json.load(open(a["conns_after"]))
+        row["connections"] = {k: c1[k] - c0[k] for k in c1 if k in c0 and not k.endswith("_rate")}
+        mid = json.load(open(a["conns_mid"])) if "conns_mid" in a else {}
+        row["connections"].update({k + "_mid_run": v for k, v in mid.items() if k.endswith("_rate")})
     if "times_before" in a and secs:
         row["loader_cpu"] = round((children_cpu_seconds(a["times_after"]) -
                                    children_cpu_seconds(a["times_before"])) / secs, 3)
@@ -610,6 +680,48 @@ def ratio(a, b, nd=3):
     return round(a / b, nd)
 
 
+def wrk_phase(runs, phase, contenders):
+    """Per contender, over the rounds of a wrk phase: median req/s, every round's req/s, the
+    rounds' details, and the median CPU µs per request of its own processes and the backend."""
+    rps, rounds, detail, cpu_req, cpu_backend = {}, {}, {}, {}, {}
+    for c in contenders:
+        mine = [r for r in runs if r["phase"] == phase and r["contender"] == c]
+        vals = [r["rps"] for r in mine if r.get("rps")]
+        rounds[c] = vals
+        rps[c] = round(statistics.median(vals), 1) if vals else None
+        detail[c] = [{k: r.get(k) for k in ("round", "rps", "requests", "non_2xx", "socket_errors",
+                                            "loader_cpu", "cpu0_busy", "cpu1_busy", "server_cpu_s",
+                                            "cpu_us_per_request", "connections") if k in r}
+                     for r in mine]
+        for into, proc in ((cpu_req, PROC_OF.get(c, c)), (cpu_backend, "backend")):
+            xs = [r["cpu_us_per_request"].get(proc) for r in mine if r.get("cpu_us_per_request")]
+            xs = [x for x in xs if x is not None]
+            into[c] = round(statistics.median(xs), 2) if xs else None
+    return rps, rounds, detail, cpu_req, cpu_backend
+
+
+def handshake_check(detail):
+    """Connections the servers counted per request in the handshake runs: 1.0 when every
+    request opened its own connection (a little more: the connections open at the end)."""
+    counter = {"nginx_tls": "nginx_accepted", "haproxy_tls": "haproxy_tls_connections",
+               "clustergate_tls": "tcp_passive_opens"}
+    outp = {}
+    for c, rows in detail.items():
+        per = []
+        for r in rows:
+            n, conns = r.get("requests"), (r.get("connections") or {}).get(counter[c])
+            row = {"round": r["round"], "requests": n, "counter": counter[c], "counted": conns,
+                   "per_request": ratio(conns, n)}
+            if c == "haproxy_tls":
+                # full handshakes (keys computed) ÷ TLS connections, per second, mid-run
+                mid = r.get("connections") or {}
+                row["haproxy_full_handshakes_per_connection"] = ratio(
+                    mid.get("haproxy_full_handshake_rate_mid_run"), mid.get("haproxy_tls_rate_mid_run"))
+            per.append(row)
+        outp[c] = per
+    return outp
+
+
 def cmd_report(workdir, resdir, stamp):
     meta = json.load(open(os.path.join(workdir, "meta.json")))
     runs = load_jsonl(os.path.join(workdir, "runs.jsonl"))
@@ -626,29 +738,8 @@ def cmd_report(workdir, resdir, stamp):
     if os.path.exists(errs):
         extra.setdefault("errors", []).extend(l.strip() for l in open(errs) if l.strip())
 
-    # saturation: median over the rounds of each contender
-    rps, rps_rounds, sat_detail = {}, {}, {}
-    for c in CONTENDERS:
-        vals = [r["rps"] for r in runs if r["phase"] == "saturation" and r["contender"] == c and r.get("rps")]
-        rps_rounds[c] = vals
-        rps[c] = round(statistics.median(vals), 1) if vals else None
-        sat_detail[c] = [{k: r.get(k) for k in ("round", "rps", "non_2xx", "socket_errors",
-                                                 "loader_cpu", "cpu0_busy", "cpu1_busy",
-                                                 "server_cpu_s", "cpu_us_per_request")}
-                         for r in runs if r["phase"] == "saturation" and r["contender"] == c]
-    # CPU time of the contender's own processes per request at saturation (median of rounds)
-    proc_of = {"direct": "backend", "nginx": "nginx", "haproxy": "haproxy", "pingora": "pingora",
-               "clustergate": "clustergate", "clustergate_redis": "clustergate_redis"}
-    cpu_req, cpu_req_backend = {}, {}
-    for c in CONTENDERS:
-        mine = [r["cpu_us_per_request"].get(proc_of[c]) for r in runs
-                if r["phase"] == "saturation" and r["contender"] == c and r.get("cpu_us_per_request")]
-        back = [r["cpu_us_per_request"].get("backend") for r in runs
-                if r["phase"] == "saturation" and r["contender"] == c and r.get("cpu_us_per_request")]
-        mine = [x for x in mine if x is not None]
-        back = [x for x in back if x is not None]
-        cpu_req[c] = round(statistics.median(mine), 2) if mine else None
-        cpu_req_backend[c] = round(statistics.median(back), 2) if back else None
+    rps, rps_rounds, sat_detail, cpu_req, cpu_req_backend = wrk_phase(runs, "saturation", CONTENDERS)
+    hs_rps, hs_rounds, hs_detail, hs_cpu, _ = wrk_phase(runs, "handshake", TLS)
     # fixed rate: every request of every round, pooled
     lat, lat_rounds = {}, {}
     for c in CONTENDERS:
@@ -671,6 +762,7 @@ def cmd_report(workdir, resdir, stamp):
 
     p50, p99, p999 = pick("p50_ms"), pick("p99_ms"), pick("p999_ms")
     proxies = CONTENDERS[1:]
+    negotiated = {c: next((r["tls"] for r in runs if r["contender"] == c and r.get("tls")), None) for c in TLS}
 
     def added(m):
         return {c: rnd(None if m[c] is None or m["direct"] is None else m[c] - m["direct"]) for c in proxies}
@@ -699,7 +791,8 @@ def cmd_report(workdir, resdir, stamp):
         "ratios": {
             "clustergate_vs_haproxy_rps": ratio(rps["clustergate"], rps["haproxy"]),
             "clustergate_vs_nginx_rps": ratio(rps["clustergate"], rps["nginx"]),
-            "clustergate_vs_pingora_rps": ratio(rps["clustergate"], rps["pingora"]),
+            # the floor with the same runtime as clustergate's default
+            "clustergate_vs_pingora_rps": ratio(rps["clustergate"], rps["pingora_nosteal"]),
             "redis_vs_memory_rps": ratio(rps["clustergate_redis"], rps["clustergate"]),
             "check_vs_ceph_rps": ratio(chk["clustergate"], chk["ceph"], 1),
             "login_flood_p99": ratio(flood["p99_ms"], base["p99_ms"]),
@@ -731,9 +824,63 @@ def cmd_report(workdir, resdir, stamp):
         "cpu_ratios": {
             "clustergate_vs_haproxy": ratio(cpu_req["clustergate"], cpu_req["haproxy"]),
             "clustergate_vs_nginx": ratio(cpu_req["clustergate"], cpu_req["nginx"]),
-            "clustergate_vs_pingora": ratio(cpu_req["clustergate"], cpu_req["pingora"]),
+            "clustergate_vs_pingora": ratio(cpu_req["clustergate"], cpu_req["pingora_nosteal"]),
             "pingora_vs_haproxy": ratio(cpu_req["pingora"], cpu_req["haproxy"]),
             "pingora_vs_nginx": ratio(cpu_req["pingora"], cpu_req["nginx"]),
+            "pingora_nosteal_vs_haproxy": ratio(cpu_req["pingora_nosteal"], cpu_req["haproxy"]),
+            "pingora_nosteal_vs_nginx": ratio(cpu_req["pingora_nosteal"], cpu_req["nginx"]),
+        },
+        # pingora's runtime both ways, for its own proxy and for clustergate (same threads)
+        "work_stealing": {
+            "clustergate_default": False,
+            "threads": meta["pinning"]["server_threads"]["clustergate_threads"],
+            "rps": {"pingora_steal": rps["pingora"], "pingora_nosteal": rps["pingora_nosteal"],
+                    "clustergate_steal": rps["clustergate_steal"], "clustergate_nosteal": rps["clustergate"]},
+            "cpu_us_per_request": {"pingora_steal": cpu_req["pingora"], "pingora_nosteal": cpu_req["pingora_nosteal"],
+                                   "clustergate_steal": cpu_req["clustergate_steal"],
+                                   "clustergate_nosteal": cpu_req["clustergate"]},
+            "p99_ms": {"pingora_steal": p99["pingora"], "pingora_nosteal": p99["pingora_nosteal"],
+                       "clustergate_steal": p99["clustergate_steal"], "clustergate_nosteal": p99["clustergate"]},
+            "nosteal_vs_steal": {
+                "pingora_rps": ratio(rps["pingora_nosteal"], rps["pingora"]),
+                "pingora_cpu_per_request": ratio(cpu_req["pingora_nosteal"], cpu_req["pingora"]),
+                "clustergate_rps": ratio(rps["clustergate"], rps["clustergate_steal"]),
+                "clustergate_cpu_per_request": ratio(cpu_req["clustergate"], cpu_req["clustergate_steal"]),
+            },
+            "vs_haproxy_rps": {"pingora_steal": ratio(rps["pingora"], rps["haproxy"]),
+                               "pingora_nosteal": ratio(rps["pingora_nosteal"], rps["haproxy"]),
+                               "clustergate_steal": ratio(rps["clustergate_steal"], rps["haproxy"]),
+                               "clustergate_nosteal": ratio(rps["clustergate"], rps["haproxy"])},
+        },
+        # TLS 1.3 terminated by each proxy (plain HTTP to the same backend)
+        "tls": {
+            "rps": {c: rps[c] for c in TLS},
+            "cpu_us_per_request": {c: cpu_req[c] for c in TLS},
+            "p50_ms": {c: p50[c] for c in TLS},
+            "p99_ms": {c: p99[c] for c in TLS},
+            "p999_ms": {c: p999[c] for c in TLS},
+            "handshake_rps": hs_rps,
+            "handshake_cpu_us_per_request": hs_cpu,
+            "ratios": {
+                "clustergate_vs_haproxy_rps": ratio(rps["clustergate_tls"], rps["haproxy_tls"]),
+                "clustergate_vs_nginx_rps": ratio(rps["clustergate_tls"], rps["nginx_tls"]),
+                "clustergate_vs_haproxy_handshake_rps": ratio(hs_rps["clustergate_tls"], hs_rps["haproxy_tls"]),
+                "clustergate_vs_nginx_handshake_rps": ratio(hs_rps["clustergate_tls"], hs_rps["nginx_tls"]),
+                "clustergate_vs_haproxy_cpu_per_request": ratio(cpu_req["clustergate_tls"], cpu_req["haproxy_tls"]),
+                "clustergate_vs_nginx_cpu_per_request": ratio(cpu_req["clustergate_tls"], cpu_req["nginx_tls"]),
+                "clustergate_vs_haproxy_handshake_cpu": ratio(hs_cpu["clustergate_tls"], hs_cpu["haproxy_tls"]),
+                "clustergate_vs_nginx_handshake_cpu": ratio(hs_cpu["clustergate_tls"], hs_cpu["nginx_tls"]),
+                "clustergate_vs_haproxy_p99": ratio(p99["clustergate_tls"], p99["haproxy_tls"]),
+                "clustergate_vs_nginx_p99": ratio(p99["clustergate_tls"], p99["nginx_tls"]),
+            },
+            "negotiated": negotiated,
+            "handshake_rounds": hs_rounds,
+            "handshake_runs": hs_detail,
+            "new_connection_per_request": handshake_check(hs_detail),
+            "certificate": "one self-signed ECDSA P-256 certificate per run, for 127.0.0.1, served by all three",
+            "handshake_tool": "curl --no-sessionid --parallel (as many transfers at a time as the other runs' "
+                              "connections) with Connection: close: a new connection and a full handshake "
+                              "(no session resumed) for every request",
         },
         "rate_share_of_saturation": {c: ratio(meta["settings"]["rate"], rps[c]) for c in CONTENDERS},
         "rps_rounds": rps_rounds,
@@ -797,8 +944,8 @@ def cmd_report(workdir, resdir, stamp):
     if not quick:
         with open(os.path.join(resdir, "latest.svg"), "w") as f:
             f.write(svg(res))
-        with open(os.path.join(resdir, "latest.md"), "w") as f:
-            f.write(markdown(res))
+    with open(os.path.join(resdir, f"{base}.md" if quick else "latest.md"), "w") as f:
+        f.write(markdown(res))
     out({"json": os.path.join(resdir, f"{base}.json"), "ratios": res["ratios"],
          "rps": rps, "p99_ms": p99, "p99_added_ms": res["p99_added_ms"], "login_ms": res["login_ms"],
          "rss_idle_mb": res["rss_idle_mb"], "rss_10k_conns_mb": res["rss_10k_conns_mb"],
@@ -815,6 +962,8 @@ def targets(res):
     r, a = res["ratios"], res["p99_added_ms"]
     return {
         "rps_at_least_haproxy": ge(r["clustergate_vs_haproxy_rps"], 1.0),
+        "tls_rps_at_least_haproxy": ge(res["tls"]["ratios"]["clustergate_vs_haproxy_rps"], 1.0),
+        "tls_handshake_rps_at_least_haproxy": ge(res["tls"]["ratios"]["clustergate_vs_haproxy_handshake_rps"], 1.0),
         "rps_at_least_0.9x_nginx": ge(r["clustergate_vs_nginx_rps"], 0.9),
         "p99_added_below_nginx_and_haproxy": None if None in (a["clustergate"], a["nginx"], a["haproxy"])
         else a["clustergate"] < min(a["nginx"], a["haproxy"]),
@@ -850,7 +999,7 @@ def markdown(res):
     L.append("")
     L.append("| contender | req/s (saturation) | × direct | CPU µs/request | p50 ms | p99 ms | p99.9 ms | p99 added ms |")
     L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for c in CONTENDERS:
+    for c in PLAIN:
         L.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
             LABELS[c], fmt(res["rps"][c], 0), "1.00" if c == "direct" else fmt(res["rps_vs_direct"][c]),
             fmt(res["cpu_us_per_request"][c], 1),
@@ -860,7 +1009,7 @@ def markdown(res):
     L.append("CPU µs/request: CPU time of the contender's own processes (the backend's excluded, "
              "except for direct) per request at saturation; unlike req/s it hardly moves when other "
              "processes share the core.")
-    busy = [c for c in CONTENDERS if (res["rate_share_of_saturation"].get(c) or 0) > 0.5]
+    busy = [c for c in PLAIN if (res["rate_share_of_saturation"].get(c) or 0) > 0.5]
     if busy:
         L.append("")
         L.append("Note: the fixed rate is more than half of the saturation throughput of " +
@@ -877,8 +1026,8 @@ def markdown(res):
              f"{fmt(res['cpu_ratios']['clustergate_vs_nginx'])} |")
     L.append(f"| pingora floor CPU per request ÷ HAProxy / ÷ nginx | {fmt(res['cpu_ratios']['pingora_vs_haproxy'])} / "
              f"{fmt(res['cpu_ratios']['pingora_vs_nginx'])} |")
-    L.append(f"| clustergate ÷ pingora floor: req/s / CPU per request | {fmt(r['clustergate_vs_pingora_rps'])} / "
-             f"{fmt(res['cpu_ratios']['clustergate_vs_pingora'])} |")
+    L.append(f"| clustergate ÷ pingora floor (both without work stealing): req/s / CPU per request | "
+             f"{fmt(r['clustergate_vs_pingora_rps'])} / {fmt(res['cpu_ratios']['clustergate_vs_pingora'])} |")
     L.append(f"| `POST /api/auth/check` req/s: clustergate / Ceph dashboard | "
              f"{fmt(res['check_rps']['clustergate'], 0)} / {fmt(res['check_rps']['ceph'], 0)} "
              f"= {fmt(r['check_vs_ceph_rps'], 1)}× |")
@@ -901,10 +1050,56 @@ def markdown(res):
     L.append(f"| instructions per proxied request: pingora floor; clustergate over it, access log off / on | "
              f"{fmt(ipr.get('floor'), 0)}; {fmt(ratios.get('proxied_vs_floor'), 2)}x / "
              f"{fmt(ratios.get('proxied_logged_vs_floor'), 2)}x |")
-    L.append("")
-    L.append("![throughput and p99](latest.svg)")
+    L += markdown_work_stealing(res) + markdown_tls(res)
+    if not s.get("quick"):
+        L.append("")
+        L.append("![throughput and p99](latest.svg)")
     L.append("")
     return "\n".join(L) + "\n"
+
+
+def markdown_work_stealing(res):
+    ws = res["work_stealing"]
+    n = ws["nosteal_vs_steal"]
+    L = ["", f"pingora's runtime, {ws['threads']} thread(s): work stealing (tokio's multi-threaded runtime, "
+         "pingora's default) or not (one single-threaded runtime per thread; clustergate's default, "
+         "`server.work_stealing = false`).", "",
+         "| | req/s, steal | req/s, no steal | no steal ÷ steal: req/s | CPU µs/request, steal | "
+         "CPU µs/request, no steal | no steal ÷ steal: CPU/request |",
+         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for who, label in (("pingora", "pingora floor"), ("clustergate", "clustergate")):
+        L.append(f"| {label} | {fmt(ws['rps'][who + '_steal'], 0)} | {fmt(ws['rps'][who + '_nosteal'], 0)} | "
+                 f"{fmt(n[who + '_rps'])} | {fmt(ws['cpu_us_per_request'][who + '_steal'], 1)} | "
+                 f"{fmt(ws['cpu_us_per_request'][who + '_nosteal'], 1)} | {fmt(n[who + '_cpu_per_request'])} |")
+    return L
+
+
+def markdown_tls(res):
+    t = res["tls"]
+    r = t["ratios"]
+    neg = "; ".join(f"{SHORT[c].split()[0]} {v.get('TLS Protocol')} {v.get('Cipher')} {v.get('Server Temp Key')}"
+                    for c, v in t["negotiated"].items() if v)
+    L = ["", "TLS 1.3 terminated by the proxy (the same certificate, ECDSA P-256; plain HTTP to the same backend"
+         + (f"; negotiated with h2load: {neg}" if neg else "") + "). Keep-alive: as above. Handshakes: `curl --no-sessionid --parallel` with `Connection: close`, a new "
+         "connection and a full handshake (no resumption) per request.", "",
+         "| contender | req/s keep-alive | CPU µs/request | p50 ms | p99 ms | p99.9 ms | "
+         "req/s, a handshake each | CPU µs/handshake+request |",
+         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for c in TLS:
+        L.append(f"| {LABELS[c]} | {fmt(t['rps'][c], 0)} | {fmt(t['cpu_us_per_request'][c], 1)} | "
+                 f"{fmt(t['p50_ms'][c], 3)} | {fmt(t['p99_ms'][c], 3)} | {fmt(t['p999_ms'][c], 3)} | "
+                 f"{fmt(t['handshake_rps'][c], 0)} | {fmt(t['handshake_cpu_us_per_request'][c], 1)} |")
+    L += ["", "| TLS: clustergate ÷ | HAProxy | nginx |", "| --- | ---: | ---: |",
+          f"| req/s, keep-alive | {fmt(r['clustergate_vs_haproxy_rps'])} | {fmt(r['clustergate_vs_nginx_rps'])} |",
+          f"| CPU per request, keep-alive | {fmt(r['clustergate_vs_haproxy_cpu_per_request'])} | "
+          f"{fmt(r['clustergate_vs_nginx_cpu_per_request'])} |",
+          f"| p99 at {res['settings']['rate']:,} req/s | {fmt(r['clustergate_vs_haproxy_p99'])} | "
+          f"{fmt(r['clustergate_vs_nginx_p99'])} |",
+          f"| req/s, a handshake each | {fmt(r['clustergate_vs_haproxy_handshake_rps'])} | "
+          f"{fmt(r['clustergate_vs_nginx_handshake_rps'])} |",
+          f"| CPU per handshake+request | {fmt(r['clustergate_vs_haproxy_handshake_cpu'])} | "
+          f"{fmt(r['clustergate_vs_nginx_handshake_cpu'])} |"]
+    return L
 
 
 def esc(t):
@@ -924,7 +1119,8 @@ def nice_max(v):
 def svg(res):
     W, H = 960, 440
     colors = {"direct": "#8c8c8c", "nginx": "#4c78a8", "haproxy": "#f58518", "pingora": "#b279a2",
-              "clustergate": "#54a24b", "clustergate_redis": "#2e7d32"}
+              "pingora_nosteal": "#8e4b7f", "clustergate": "#54a24b", "clustergate_steal": "#9bd08f",
+              "clustergate_redis": "#2e7d32"}
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
              'font-family="DejaVu Sans, Arial, sans-serif" font-size="12">',
              f'<rect width="{W}" height="{H}" fill="white"/>']
@@ -941,7 +1137,7 @@ def svg(res):
         parts.append(f'<text x="{x0 + 60 + pw/2}" y="66" text-anchor="middle" font-size="13" '
                      f'font-weight="bold">{esc(title)}</text>')
         allv = []
-        for c in CONTENDERS:
+        for c in PLAIN:
             v = values.get(c)
             if isinstance(v, dict):
                 allv += [x for x in v.values() if x is not None]
@@ -956,8 +1152,8 @@ def svg(res):
             parts.append(f'<text x="{px-6}" y="{y+4:.1f}" text-anchor="end" fill="#555">{label}</text>')
         parts.append(f'<text x="{x0+14}" y="{py+ph/2}" transform="rotate(-90 {x0+14} {py+ph/2})" '
                      f'text-anchor="middle" fill="#555">{esc(unit)}</text>')
-        slot = pw / len(CONTENDERS)
-        for i, c in enumerate(CONTENDERS):
+        slot = pw / len(PLAIN)
+        for i, c in enumerate(PLAIN):
             cx = px + slot * i
             v = values.get(c)
             if series:
@@ -982,7 +1178,7 @@ def svg(res):
         parts.append(f'<line x1="{px}" y1="{py+ph}" x2="{px+pw}" y2="{py+ph}" stroke="#333"/>')
 
     panel(0, f"Throughput at saturation ({s['connections']} connections)", res["rps"], "requests per second")
-    lat = {c: {"p50": res["p50_ms"][c], "p99": res["p99_ms"][c]} for c in CONTENDERS}
+    lat = {c: {"p50": res["p50_ms"][c], "p99": res["p99_ms"][c]} for c in PLAIN}
     panel(480, f"Latency at a fixed {s['rate']:,} req/s", lat, "milliseconds",
           series=[("p50", 0.45), ("p99", 1.0)])
     parts.append(f'<text x="{480+60+185}" y="{H-22}" text-anchor="middle" fill="#555">bars per contender: '
@@ -999,7 +1195,8 @@ def main(argv):
         "wrk": cmd_wrk, "h2load": cmd_h2load, "conns": cmd_conns, "logins": cmd_logins,
         "report": cmd_report, "record": cmd_record, "annotate-flood": cmd_annotate_flood,
         "meta": cmd_meta, "perf-summary": cmd_perf_summary, "procsnap": cmd_procsnap,
-        "callgrind": cmd_callgrind, "callgrind-summary": cmd_callgrind_summary,
+        "callgrind": cmd_callgrind, "connsnap": cmd_connsnap, "repeat": cmd_repeat,
+        "callgrind-summary": cmd_callgrind_summary,
     }
     if len(argv) < 2 or argv[1] not in cmds:
         sys.stderr.write(__doc__)

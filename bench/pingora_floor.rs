@@ -5,7 +5,10 @@
 //! clustergate's cost above it is clustergate's own, and the rest is pingora's.
 //!
 //!   cargo build --release --example pingora-floor
-//!   target/release/examples/pingora-floor LISTEN BACKEND [THREADS]
+//!   target/release/examples/pingora-floor LISTEN BACKEND [THREADS [steal|nosteal]]
+//!
+//! `steal` (the default) is pingora's default runtime, tokio's work-stealing one; `nosteal`
+//! is `ServerConf { work_stealing: false, .. }`, one single-threaded runtime per thread.
 
 use async_trait::async_trait;
 use pingora::prelude::*;
@@ -36,7 +39,9 @@ impl ProxyHttp for Floor {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (listen, backend) = match args.as_slice() {
-        [listen, backend] | [listen, backend, _] => (listen.clone(), backend.clone()),
+        [listen, backend] | [listen, backend, _] | [listen, backend, _, _] => {
+            (listen.clone(), backend.clone())
+        }
         _ => usage(),
     };
     let threads = match args.get(2).map(|t| t.parse::<usize>()) {
@@ -44,9 +49,15 @@ fn main() {
         Some(Ok(n)) if n > 0 => n,
         Some(_) => usage(),
     };
+    let work_stealing = match args.get(3).map(String::as_str) {
+        None | Some("steal") => true,
+        Some("nosteal") => false,
+        Some(_) => usage(),
+    };
     // Stopped by the bench with SIGTERM: no 300 s graceful shutdown.
     let conf = ServerConf {
         threads,
+        work_stealing,
         grace_period_seconds: Some(1),
         graceful_shutdown_timeout_seconds: Some(1),
         ..ServerConf::default()
@@ -60,6 +71,6 @@ fn main() {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: pingora-floor LISTEN_ADDR BACKEND_ADDR [THREADS]");
+    eprintln!("usage: pingora-floor LISTEN_ADDR BACKEND_ADDR [THREADS [steal|nosteal]]");
     std::process::exit(2)
 }

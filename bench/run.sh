@@ -3,8 +3,8 @@
 # HAProxy on the same machine in the same run, plus its token check against the real Ceph
 # dashboard, login cost and memory. Everything on 127.0.0.1, every run bounded in time.
 #
-#   bench/run.sh                 full run (about 9 minutes on 2 cores)
-#   BENCH_QUICK=1 bench/run.sh   short runs to check the suite end to end (about 3 minutes)
+#   bench/run.sh                 full run (about 14 minutes on 2 cores)
+#   BENCH_QUICK=1 bench/run.sh   short runs to check the suite end to end (about 5.5 minutes)
 #
 # Writes bench/results/<UTC date-time>.json, bench/results/latest.{json,svg,md}.
 # Installs what is missing (wrk, nghttp2-client, nginx, haproxy, curl; the Ceph packages
@@ -29,7 +29,7 @@ QUICK=0; is_true "${BENCH_QUICK:-}" && QUICK=1
 if [ "$QUICK" = 1 ]; then
   d_rounds=2; d_sat=3; d_rate_s=4; d_check_s=3; d_check_rounds=1; d_flood_s=4; d_flood_rounds=1; d_logins=5
 else
-  d_rounds=3; d_sat=10; d_rate_s=12; d_check_s=8; d_check_rounds=2; d_flood_s=10; d_flood_rounds=2; d_logins=20
+  d_rounds=3; d_sat=6; d_rate_s=6; d_check_s=8; d_check_rounds=2; d_flood_s=10; d_flood_rounds=2; d_logins=20
 fi
 ROUNDS=${BENCH_ROUNDS:-$d_rounds}                  # interleaved rounds of the proxy comparison
 SAT_S=${BENCH_SATURATION_SECONDS:-$d_sat}          # one wrk run at saturation
@@ -216,7 +216,8 @@ T_MEASURE=$SECONDS
 
 # ------------------------------------------------------------------ configuration
 read -r P_BACKEND P_NGINX P_HAPROXY P_HAPROXY_UNPINNED P_FLOOR P_CG P_CG_METRICS P_CGR P_CGR_METRICS P_REDIS \
-  <<<"$("${TOOL[@]}" ports 10)"
+  P_FLOOR_NOSTEAL P_CGS P_CGS_METRICS P_NGINX_TLS P_NGINX_STATUS P_HAPROXY_TLS P_CGT P_CGT_METRICS \
+  <<<"$("${TOOL[@]}" ports 18)"
 BACKEND_TOKEN=$("${TOOL[@]}" backend-token)
 SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')          # 64 hex characters
 BENCH_USER=bench
@@ -258,15 +259,33 @@ scopes_file = "$ROOT/conf/scopes.toml"
 EOF
 "$CG" check-config --config "$WORK/cg/clustergate.toml" >"$WORK/cg/check-config.out" 2>&1 ||
   die "bench clustergate config refused: $(cat "$WORK/cg/check-config.out")"
-# The same gateway with its state in Redis (its own listeners and state directory; the same
-# users and secret, so one token serves both).
-mkdir -p "$WORK/cgr"
-cp -p "$WORK/cg/jwt-secret" "$WORK/cg/upstream.pass" "$WORK/cg/users.toml" "$WORK/cgr/"
-sed -e "s/127.0.0.1:$P_CG\"/127.0.0.1:$P_CGR\"/" -e "s/127.0.0.1:$P_CG_METRICS\"/127.0.0.1:$P_CGR_METRICS\"/" \
-  "$WORK/cg/clustergate.toml" >"$WORK/cgr/clustergate.toml"
+# One certificate per run for every TLS contender: ECDSA P-256, for 127.0.0.1.
+mkdir -p "$WORK/tls"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
+  -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" -keyout "$WORK/tls/key.pem" -out "$WORK/tls/cert.pem" \
+  >"$WORK/tls/openssl.out" 2>&1 || die "openssl could not make the certificate: $(cat "$WORK/tls/openssl.out")"
+cat "$WORK/tls/cert.pem" "$WORK/tls/key.pem" >"$WORK/tls/haproxy.pem"
+# Variants of the same gateway (their own listeners and state directories; the same users
+# and secret, so one token serves all): DIR PORT METRICS_PORT [sed expressions...]
+gateway_variant() {
+  local dir=$WORK/$1 port=$2 metrics=$3; shift 3
+  mkdir -p "$dir"
+  cp -p "$WORK/cg/jwt-secret" "$WORK/cg/upstream.pass" "$WORK/cg/users.toml" "$dir/"
+  sed -e "s/127.0.0.1:$P_CG\"/127.0.0.1:$port\"/" -e "s/127.0.0.1:$P_CG_METRICS\"/127.0.0.1:$metrics\"/" "$@" \
+    "$WORK/cg/clustergate.toml" >"$dir/clustergate.toml"
+}
+# with its state in Redis
+gateway_variant cgr "$P_CGR" "$P_CGR_METRICS"
 printf '[state]\nbackend = "redis"\n[state.redis]\nurl = "redis://127.0.0.1:%s"\n' "$P_REDIS" >>"$WORK/cgr/clustergate.toml"
-"$CG" check-config --config "$WORK/cgr/clustergate.toml" >"$WORK/cgr/check-config.out" 2>&1 ||
-  die "bench clustergate (Redis) config refused: $(cat "$WORK/cgr/check-config.out")"
+# with the other runtime than its default (work stealing on)
+gateway_variant cgs "$P_CGS" "$P_CGS_METRICS" -e "s/^threads = .*/&\nwork_stealing = true/"
+# terminating TLS itself (rustls)
+gateway_variant cgt "$P_CGT" "$P_CGT_METRICS" \
+  -e "s|^tls = false|tls = true\ncert_file = \"$WORK/tls/cert.pem\"\nkey_file = \"$WORK/tls/key.pem\"|"
+for dir in cgr cgs cgt; do
+  "$CG" check-config --config "$WORK/$dir/clustergate.toml" >"$WORK/$dir/check-config.out" 2>&1 ||
+    die "bench clustergate config $dir refused: $(cat "$WORK/$dir/check-config.out")"
+done
 
 # The stand-in dashboard: a fixed body shaped like GET /api/health/minimal of Ceph 16.2
 # (~1 KB), what the gateway's service account login needs, and the health check path.
@@ -309,6 +328,8 @@ write_nginx_conf nginx-backend <<EOF
     location / { return 404 '{"detail": "not found"}'; }
   }
 EOF
+# The same proxy with TLS 1.3 (OpenSSL) on a second port, and a status page (its
+# accepted connections show that the handshake runs open one connection per request).
 write_nginx_conf nginx-proxy <<EOF
   proxy_temp_path $WORK/nginx-proxy/tmp-proxy;
   upstream dashboard {
@@ -318,19 +339,39 @@ write_nginx_conf nginx-proxy <<EOF
   }
   server {
     listen 127.0.0.1:$P_NGINX backlog=4096;
+    listen 127.0.0.1:$P_NGINX_TLS ssl backlog=4096;
+    ssl_certificate $WORK/tls/cert.pem;
+    ssl_certificate_key $WORK/tls/key.pem;
+    ssl_protocols TLSv1.3;
     location / {
       proxy_pass http://dashboard;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
     }
   }
+  server {
+    listen 127.0.0.1:$P_NGINX_STATUS;
+    location / { stub_status; }
+  }
 EOF
 # HAProxy 2.6: the bearer JWT must be HS256 (pinned, never the token's own alg), signed with
 # the gateway's secret, issued by it and unexpired. The second frontend is the pattern that
 # takes the algorithm from the token; it only serves the alg:none check and is not measured.
+# The same checks serve the plain frontend and the TLS 1.3 one (OpenSSL).
+JWT_RULES="  http-request set-var(txn.bearer) http_auth_bearer
+  http-request set-var(txn.now) date()
+  http-request deny deny_status 401 unless { var(txn.bearer) -m found }
+  http-request deny deny_status 401 unless { var(txn.bearer),jwt_header_query('\$.alg') -m str HS256 }
+  http-request deny deny_status 401 unless { var(txn.bearer),jwt_verify(\"HS256\",\"$SECRET\") -m int 1 }
+  http-request deny deny_status 401 unless { var(txn.bearer),jwt_payload_query('\$.iss') -m str clustergate }
+  http-request set-var(txn.exp) var(txn.bearer),jwt_payload_query('\$.exp','int')
+  http-request deny deny_status 401 unless { var(txn.exp) -m found }
+  http-request deny deny_status 401 if { var(txn.exp),sub(txn.now) -m int lt 0 }
+  default_backend dashboard"
 cat >"$WORK/haproxy/haproxy.cfg" <<EOF
 global
   nbthread 1
+  stats socket $WORK/haproxy/stats.sock mode 600 level user
   maxconn $(( (NOFILE - 200) / 2 < 20000 ? (NOFILE - 200) / 2 : 20000 ))
 defaults
   mode http
@@ -341,16 +382,10 @@ defaults
   timeout http-keep-alive 120s
 frontend jwt
   bind 127.0.0.1:$P_HAPROXY
-  http-request set-var(txn.bearer) http_auth_bearer
-  http-request set-var(txn.now) date()
-  http-request deny deny_status 401 unless { var(txn.bearer) -m found }
-  http-request deny deny_status 401 unless { var(txn.bearer),jwt_header_query('\$.alg') -m str HS256 }
-  http-request deny deny_status 401 unless { var(txn.bearer),jwt_verify("HS256","$SECRET") -m int 1 }
-  http-request deny deny_status 401 unless { var(txn.bearer),jwt_payload_query('\$.iss') -m str clustergate }
-  http-request set-var(txn.exp) var(txn.bearer),jwt_payload_query('\$.exp','int')
-  http-request deny deny_status 401 unless { var(txn.exp) -m found }
-  http-request deny deny_status 401 if { var(txn.exp),sub(txn.now) -m int lt 0 }
-  default_backend dashboard
+$JWT_RULES
+frontend jwt_tls
+  bind 127.0.0.1:$P_HAPROXY_TLS ssl crt $WORK/tls/haproxy.pem ssl-min-ver TLSv1.3
+$JWT_RULES
 frontend jwt_alg_from_token
   bind 127.0.0.1:$P_HAPROXY_UNPINNED
   http-request set-var(txn.bearer) http_auth_bearer
@@ -386,17 +421,24 @@ start_server nginx-proxy "$NGINX" -p "$WORK/nginx-proxy" -e "$WORK/nginx-proxy/e
   -c "$WORK/nginx-proxy/nginx.conf" -g 'daemon off;'
 start_server haproxy "$HAPROXY" -db -f "$WORK/haproxy/haproxy.cfg"
 # pingora's own proxy with nothing of clustergate's: what the framework costs by itself
-start_server pingora-floor "$FLOOR" "127.0.0.1:$P_FLOOR" "127.0.0.1:$P_BACKEND" "$CG_THREADS"
+start_server pingora-floor "$FLOOR" "127.0.0.1:$P_FLOOR" "127.0.0.1:$P_BACKEND" "$CG_THREADS" steal
 FLOOR_PID=${PIDS[-1]}
+start_server pingora-floor-nosteal "$FLOOR" "127.0.0.1:$P_FLOOR_NOSTEAL" "127.0.0.1:$P_BACKEND" "$CG_THREADS" nosteal
 export RUST_LOG=$CG_LOG      # read by clustergate only
 start_server clustergate "$CG" run --config "$WORK/cg/clustergate.toml"
 CG_PID=${PIDS[-1]}
 start_server redis "$REDIS" --bind 127.0.0.1 --port "$P_REDIS" --save '' --appendonly no --dir "$WORK/cgr"
 start_server clustergate-redis "$CG" run --config "$WORK/cgr/clustergate.toml"
 CGR_PID=${PIDS[-1]}
-# the servers whose CPU time is counted per request (with their children: nginx's workers)
-PROCS=(backend="${PIDS[0]}" nginx="${PIDS[1]}" haproxy="${PIDS[2]}" pingora="$FLOOR_PID" clustergate="$CG_PID"
-  clustergate_redis="$CGR_PID")
+start_server clustergate-steal "$CG" run --config "$WORK/cgs/clustergate.toml"
+CGS_PID=${PIDS[-1]}
+start_server clustergate-tls "$CG" run --config "$WORK/cgt/clustergate.toml"
+CGT_PID=${PIDS[-1]}
+# the servers whose CPU time is counted per request (with their children: nginx's workers);
+# nginx and HAProxy serve TLS from the same process as plain HTTP, on another port
+PROCS=(backend="${PIDS[0]}" nginx="${PIDS[1]}" haproxy="${PIDS[2]}" pingora="$FLOOR_PID"
+  pingora_nosteal="${PIDS[4]}" clustergate="$CG_PID" clustergate_redis="$CGR_PID" clustergate_steal="$CGS_PID"
+  clustergate_tls="$CGT_PID")
 
 URL_DIRECT=http://127.0.0.1:$P_BACKEND$HEALTH
 URL_NGINX=http://127.0.0.1:$P_NGINX$HEALTH
@@ -405,7 +447,11 @@ URL_FLOOR=http://127.0.0.1:$P_FLOOR$HEALTH
 URL_CG=http://127.0.0.1:$P_CG$HEALTH
 URL_CGR=http://127.0.0.1:$P_CGR$HEALTH
 declare -A URL=([direct]=$URL_DIRECT [nginx]=$URL_NGINX [haproxy]=$URL_HAPROXY [pingora]=$URL_FLOOR [clustergate]=$URL_CG
-  [clustergate_redis]=$URL_CGR)
+  [clustergate_redis]=$URL_CGR [pingora_nosteal]=http://127.0.0.1:$P_FLOOR_NOSTEAL$HEALTH
+  [clustergate_steal]=http://127.0.0.1:$P_CGS$HEALTH [nginx_tls]=https://127.0.0.1:$P_NGINX_TLS$HEALTH
+  [haproxy_tls]=https://127.0.0.1:$P_HAPROXY_TLS$HEALTH [clustergate_tls]=https://127.0.0.1:$P_CGT$HEALTH)
+# curl: the run's certificate, TLS 1.3 and nothing older
+TLS13=(--cacert "$WORK/tls/cert.pem" --tlsv1.3 --tls-max 1.3)
 
 code_of() {  # url [curl args...] -> status (000: no answer)
   local url=$1; shift
@@ -423,9 +469,14 @@ wait_code "nginx backend" "$URL_DIRECT" 200 20
 wait_code "nginx proxy" "$URL_NGINX" 200 20
 wait_code "haproxy" "$URL_HAPROXY" 401 20
 wait_code "pingora floor" "$URL_FLOOR" 200 20
+wait_code "pingora floor without work stealing" "${URL[pingora_nosteal]}" 200 20
+wait_code "nginx proxy over TLS" "${URL[nginx_tls]}" 200 20 "${TLS13[@]}"
+wait_code "haproxy over TLS" "${URL[haproxy_tls]}" 401 20 "${TLS13[@]}"
 # the gateway answers 503 until its health check has seen the backend active
 wait_code "clustergate metrics" "http://127.0.0.1:$P_CG_METRICS/healthz" 200 30
 wait_code "clustergate (Redis) readiness" "http://127.0.0.1:$P_CGR_METRICS/readyz" 200 30
+wait_code "clustergate (work stealing) readiness" "http://127.0.0.1:$P_CGS_METRICS/readyz" 200 30
+wait_code "clustergate (TLS) readiness" "http://127.0.0.1:$P_CGT_METRICS/readyz" 200 30
 
 sleep 1
 RSS_START=$(awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$CG_PID/status")   # before any login
@@ -446,6 +497,8 @@ printf '{"token": "%s"}' "$TOKEN" >"$WORK/check-cg.json"
 log "logged in to clustergate as $BENCH_USER"
 wait_code "clustergate forwarding" "$URL_CG" 200 30 -H "$AUTH" -H "$ACCEPT"
 wait_code "clustergate (Redis) forwarding" "$URL_CGR" 200 30 -H "$AUTH" -H "$ACCEPT"
+wait_code "clustergate (work stealing) forwarding" "${URL[clustergate_steal]}" 200 30 -H "$AUTH" -H "$ACCEPT"
+wait_code "clustergate (TLS) forwarding" "${URL[clustergate_tls]}" 200 30 -H "$AUTH" -H "$ACCEPT" "${TLS13[@]}"
 
 # ------------------------------------------------------------------ correctness, before any load
 check() {  # contender what url expected-code [curl args...]: records, returns 1 on mismatch
@@ -467,7 +520,13 @@ bad=0
 check direct "fixed body" "$URL_DIRECT" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
 check nginx "fixed body through the proxy" "$URL_NGINX" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
 check pingora "fixed body through the proxy" "$URL_FLOOR" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
-for who in haproxy clustergate clustergate_redis; do
+check pingora_nosteal "fixed body through the proxy" "${URL[pingora_nosteal]}" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
+check nginx_tls "fixed body through the proxy over TLS 1.3" "${URL[nginx_tls]}" 200 -H "$AUTH" -H "$ACCEPT" "${TLS13[@]}" || bad=1
+for who in haproxy_tls clustergate_tls; do
+  check "$who" "valid token over TLS 1.3" "${URL[$who]}" 200 -H "$AUTH" -H "$ACCEPT" "${TLS13[@]}" || bad=1
+  check "$who" "no token over TLS 1.3" "${URL[$who]}" 401 -H "$ACCEPT" "${TLS13[@]}" || bad=1
+done
+for who in haproxy clustergate clustergate_steal clustergate_redis; do
   url=${URL[$who]}
   check "$who" "valid token" "$url" 200 -H "$AUTH" -H "$ACCEPT" || bad=1
   check "$who" "no token" "$url" 401 -H "$ACCEPT" || bad=1
@@ -500,6 +559,39 @@ saturation() {  # contender round
   record phase=saturation contender="$who" round="$r" wrk="$f.out" cpu_before="$f.cpu0" cpu_after="$f.cpu1" \
     times_before="$f.t0" times_after="$f.t1" procs_before="$f.p0" procs_after="$f.p1" seconds="$SAT_S"
 }
+# Connections and TLS handshakes the servers count: nginx's accepted connections, HAProxy's
+# TLS connections and its rates of TLS connections and of full handshakes (keys computed),
+# the host's passive TCP opens.
+conn_snap() { "${TOOL[@]}" connsnap "$1" "$P_NGINX_STATUS" "$WORK/haproxy/stats.sock"; }
+# TLS handshake rate: a new connection and a full handshake for every request, over HTTP/1.1
+# like the other runs (clustergate also offers h2 in ALPN, where a close ends no connection).
+# wrk and h2load reconnect after `Connection: close` but resume the TLS session (nginx's
+# $ssl_session_reused says so); curl with --no-sessionid does not. $CONNS transfers at a time
+# for $SAT_S seconds; each answer's status goes to stderr (unbuffered, so none is lost when
+# timeout stops curl). The URL is the other runs' one, repeated in a config file.
+handshake() {  # contender round
+  local who=$1 r=$2 f="$WORK/out/handshake-$1-$2" t0 t1 curl_pid
+  "${TOOL[@]}" procsnap "$f.p0" "${PROCS[@]}"
+  cpu_snap "$f.cpu0"; times_snap "$f.t0"; conn_snap "$f.c0"
+  [ -s "$WORK/urls-$who.cfg" ] ||
+    printf 'url = "%s"\noutput = "/dev/null"\n' "${URL[$who]}" | "${TOOL[@]}" repeat "$(( SAT_S * 10000 ))" >"$WORK/urls-$who.cfg"
+  t0=$(date +%s.%N)
+  start_load_bg "$f.codes" timeout -s INT "$SAT_S" curl -s --no-progress-meter --noproxy '*' \
+    -k --no-sessionid --tlsv1.3 --tls-max 1.3 --http1.1 \
+    --parallel --parallel-immediate --parallel-max "$CONNS" -w '%{stderr}%{http_code}\n' \
+    -H "$AUTH" -H "$ACCEPT" -H 'Connection: close' -K "$WORK/urls-$who.cfg"
+  curl_pid=$LAST_BG
+  sleep "$(( SAT_S / 2 ))"
+  conn_snap "$f.cmid"    # HAProxy's rates are of the last second: taken while the load runs
+  wait "$curl_pid" || true
+  forget "$curl_pid"
+  t1=$(date +%s.%N)
+  conn_snap "$f.c1"; times_snap "$f.t1"; cpu_snap "$f.cpu1"
+  "${TOOL[@]}" procsnap "$f.p1" "${PROCS[@]}"
+  record phase=handshake contender="$who" round="$r" curl_codes="$f.codes" cpu_before="$f.cpu0" cpu_after="$f.cpu1" \
+    times_before="$f.t0" times_after="$f.t1" procs_before="$f.p0" procs_after="$f.p1" \
+    seconds="$(python3 -c "print(round($t1 - $t0, 3))")" conns_before="$f.c0" conns_mid="$f.cmid" conns_after="$f.c1"
+}
 fixed_rate() {  # phase contender round url seconds [extra h2load args...]
   local phase=$1 who=$2 r=$3 url=$4 secs=$5 f="$WORK/out/$1-$2-$3"
   shift 5
@@ -527,7 +619,9 @@ log "with $IDLE_CONNS connections: $(cat "$WORK/extra/conns.json")"
 sleep 2
 
 # ------------------------------------------------------------------ 1-4. proxies, interleaved
-ORDER=(direct nginx haproxy pingora clustergate clustergate_redis)
+ORDER=(direct nginx haproxy pingora pingora_nosteal clustergate clustergate_steal clustergate_redis
+  nginx_tls haproxy_tls clustergate_tls)
+TLS_ORDER=(nginx_tls haproxy_tls clustergate_tls)
 log "warm-up: 1 s of load on each contender"
 for who in "${ORDER[@]}"; do
   ld wrk -t1 -c"$CONNS" -d1s -H "$AUTH" -H "$ACCEPT" "${URL[$who]}" >/dev/null 2>&1 || true
@@ -543,6 +637,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for who in "${rot[@]}"; do
     fixed_rate rate "$who" "$r" "${URL[$who]}" "$RATE_S"
     log "round $r/$ROUNDS $RATE req/s $who: $(tail -1 "$WORK/runs.jsonl" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("p50", d["p50_ms"], "p99", d["p99_ms"], "p99.9", d["p999_ms"], "ms")')"
+  done
+  shift_by=$(( (r - 1) % ${#TLS_ORDER[@]} ))
+  for who in "${TLS_ORDER[@]:$shift_by}" "${TLS_ORDER[@]:0:$shift_by}"; do
+    handshake "$who" "$r"
+    log "round $r/$ROUNDS handshakes $who: $(tail -1 "$WORK/runs.jsonl" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["rps"], "req/s, loader CPU", d.get("loader_cpu"), "connections", d.get("connections"))')"
   done
 done
 
