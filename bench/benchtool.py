@@ -569,6 +569,7 @@ def cmd_meta():
             "flood_clients": int(e["B_FLOOD_CLIENTS"]), "logins": int(e["B_LOGINS"]),
             "idle_connections": int(e["B_IDLE_CONNS"]),
             "clustergate_rust_log": e["B_CG_LOG"],
+            "tls_key": {"rsa": "RSA 2048", "ec": "ECDSA P-256"}.get(e.get("B_TLS_KEY"), e.get("B_TLS_KEY")),
             "request": "GET /api/health/minimal with Authorization: Bearer <gateway token> and "
                        "Accept: application/vnd.ceph.api.v1.0+json, to every contender",
             "saturation_tool": "wrk -t1 --latency (median of the rounds)",
@@ -877,7 +878,8 @@ def cmd_report(workdir, resdir, stamp):
             "handshake_rounds": hs_rounds,
             "handshake_runs": hs_detail,
             "new_connection_per_request": handshake_check(hs_detail),
-            "certificate": "one self-signed ECDSA P-256 certificate per run, for 127.0.0.1, served by all three",
+            "certificate": f"one self-signed {meta['settings'].get('tls_key')} certificate per run, for "
+                           "127.0.0.1, served by all three",
             "handshake_tool": "curl --no-sessionid --parallel (as many transfers at a time as the other runs' "
                               "connections) with Connection: close: a new connection and a full handshake "
                               "(no session resumed) for every request",
@@ -1079,7 +1081,8 @@ def markdown_tls(res):
     r = t["ratios"]
     neg = "; ".join(f"{SHORT[c].split()[0]} {v.get('TLS Protocol')} {v.get('Cipher')} {v.get('Server Temp Key')}"
                     for c, v in t["negotiated"].items() if v)
-    L = ["", "TLS 1.3 terminated by the proxy (the same certificate, ECDSA P-256; plain HTTP to the same backend"
+    L = ["", f"TLS 1.3 terminated by the proxy (the same certificate, {res['settings'].get('tls_key', 'ECDSA P-256')}; "
+         "plain HTTP to the same backend"
          + (f"; negotiated with h2load: {neg}" if neg else "") + "). Keep-alive: as above. Handshakes: `curl --no-sessionid --parallel` with `Connection: close`, a new "
          "connection and a full handshake (no resumption) per request.", "",
          "| contender | req/s keep-alive | CPU µs/request | p50 ms | p99 ms | p99.9 ms | "
@@ -1099,6 +1102,11 @@ def markdown_tls(res):
           f"{fmt(r['clustergate_vs_nginx_handshake_rps'])} |",
           f"| CPU per handshake+request | {fmt(r['clustergate_vs_haproxy_handshake_cpu'])} | "
           f"{fmt(r['clustergate_vs_nginx_handshake_cpu'])} |"]
+    bound = [SHORT[c] for c, rows in t["handshake_runs"].items()
+             if any((x.get("loader_cpu") or 0) >= 0.9 for x in rows)]
+    if bound:
+        L += ["", "Note: in the handshake runs of " + ", ".join(bound) + " curl used 90% or more of its core: "
+              "there the client, not the server, set the rate; compare their CPU per handshake."]
     return L
 
 
