@@ -2,18 +2,22 @@
 //! back: the client's credentials are swapped for the service account's, the gateway's
 //! decisions (path, version, user) are carried in headers, and no backend address leaks.
 
-use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use http::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, COOKIE, FORWARDED, HOST, TRANSFER_ENCODING,
+};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::Session;
+use pingora::{InvalidHTTPHeader, OrErr};
 
 use crate::auth::request::TOKEN_COOKIE;
 use crate::auth::UserToken;
 use crate::errors::GatewayError;
-use crate::respond::carries_only;
+use crate::headers::{carries_only, edit_request};
 use crate::upstream::Upstreams;
 use crate::users::User;
 
@@ -32,26 +36,31 @@ pub struct Forward {
 }
 
 /// Who asked, as the `X-Forwarded-*` headers tell the backend.
-pub struct Client<'a> {
+pub struct Client {
     pub ip: Option<String>,
     pub tls: bool,
-    pub host: Option<&'a str>,
+    pub host: Option<HeaderValue>,
 }
 
-impl<'a> Client<'a> {
+impl Client {
     /// Who sent `session`'s request; `tls`: over the gateway's TLS listener.
     /// `client`: who sent it as `client_addr` resolves it (the TCP peer, or the client a
     /// trusted proxy names), so that the dashboard sees the address the gateway judged.
-    pub fn of(session: &'a Session, tls: bool, client: Option<IpAddr>) -> Client<'a> {
+    pub fn of(session: &Session, tls: bool, client: Option<IpAddr>) -> Client {
         let header = session.req_header();
+        // (an authority is always a valid header value)
+        let authority = header
+            .uri
+            .authority()
+            .map(|a| HeaderValue::from_str(a.as_str()));
         Client {
             ip: client.map(ip_text),
             tls,
             host: header
                 .headers
-                .get("host")
-                .and_then(|v| v.to_str().ok())
-                .or_else(|| header.uri.authority().map(|a| a.as_str())),
+                .get(HOST)
+                .cloned()
+                .or_else(|| authority.and_then(Result::ok)),
         }
     }
 }
@@ -78,22 +87,29 @@ fn ip_text(ip: IpAddr) -> String {
 
 /// A body the gateway read whole because it came without a length (chunked, or HTTP/2)
 /// goes out with its length: the dashboard refuses bodies without one (411).
-pub fn set_body_length(req: &mut RequestHeader, length: usize) -> pingora::Result<()> {
-    req.remove_header("transfer-encoding");
-    req.insert_header("content-length", length.to_string())
+pub fn set_body_length(req: &mut RequestHeader, length: usize) {
+    edit_request(req, |headers| {
+        headers.remove(TRANSFER_ENCODING);
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+    });
 }
 
 /// Headers a client may not set for the backend. Those the gateway sets are replaced by
 /// inserting them; the others are removed.
-const REPLACED: [&str; 7] = [
-    "authorization",
-    "x-forwarded-for",
-    "x-forwarded-proto",
-    "x-forwarded-host",
-    "x-forwarded-user",
-    "forwarded",
-    "x-real-ip",
+const REPLACED: [HeaderName; 7] = [
+    AUTHORIZATION,
+    X_FORWARDED_FOR,
+    X_FORWARDED_PROTO,
+    X_FORWARDED_HOST,
+    X_FORWARDED_USER,
+    FORWARDED,
+    HeaderName::from_static("x-real-ip"),
 ];
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_USER: HeaderName = HeaderName::from_static("x-forwarded-user");
 
 /// Connection options a request may carry to the backend; every other token of its
 /// `Connection` header nominates a hop-by-hop header.
@@ -157,20 +173,19 @@ fn is_connection_option(value: &[u8]) -> bool {
 }
 
 fn is_set_by_gateway(name: &str) -> bool {
-    REPLACED.contains(&name) || NOT_HOP_BY_HOP.contains(&name)
+    REPLACED.iter().any(|h| h.as_str() == name) || NOT_HOP_BY_HOP.contains(&name)
 }
 
 /// Characters escaped in `X-Forwarded-User` (UTF-8 percent-encoding where not plain ASCII).
 const USER_ESCAPES: &AsciiSet = &CONTROLS.add(b'%').add(b' ').add(b'"').add(b',').add(b';');
 
-/// Every header set here costs pingora a name parse and two map updates, so headers that
-/// already say the right thing are left alone.
+/// Rewrites the request pingora built from the client's into the one the dashboard gets.
 pub fn rewrite_request(
     req: &mut RequestHeader,
     forward: &Forward,
     backend_host: &str,
     token: Option<&str>,
-    client: &Client<'_>,
+    client: Client,
 ) -> pingora::Result<()> {
     // The normalized target is usually what the client sent, byte for byte.
     if req.raw_path() != forward.path_and_query.as_bytes() {
@@ -182,44 +197,70 @@ pub fn rewrite_request(
     let user = forward
         .user
         .as_ref()
-        .map(|u| Cow::from(utf8_percent_encode(&u.username, USER_ESCAPES)));
-    let proto = if client.tls { "https" } else { "http" };
-    let set: [(&str, Option<Cow<'_, str>>); 5] = [
-        ("authorization", token.map(|t| format!("Bearer {t}").into())),
-        ("x-forwarded-for", client.ip.as_deref().map(Cow::from)),
-        ("x-forwarded-proto", Some(proto.into())),
-        ("x-forwarded-host", client.host.map(Cow::from)),
-        ("x-forwarded-user", user),
+        .map(|u| value(utf8_percent_encode(&u.username, USER_ESCAPES).to_string()))
+        .transpose()?;
+    let proto = HeaderValue::from_static(if client.tls { "https" } else { "http" });
+    let set = [
+        (AUTHORIZATION, token.map(bearer).transpose()?),
+        (X_FORWARDED_FOR, client.ip.map(value).transpose()?),
+        (X_FORWARDED_PROTO, Some(proto)),
+        (X_FORWARDED_HOST, client.host),
+        (X_FORWARDED_USER, user),
     ];
-    for name in REPLACED {
-        // An insert below replaces the client's value; only the others are removed.
-        if !set.iter().any(|(n, value)| *n == name && value.is_some()) {
-            req.remove_header(name);
+    let accept = forward.accept.as_deref();
+    edit_request(req, |headers| {
+        for name in &REPLACED {
+            // An insert below replaces the client's value; only the others are removed.
+            if !set.iter().any(|(n, v)| n == name && v.is_some()) {
+                headers.remove(name);
+            }
         }
-    }
-    for (name, value) in set {
-        if let Some(value) = value {
-            req.insert_header(name, value.as_ref())?;
+        for (name, value) in set {
+            if let Some(value) = value {
+                headers.insert(name, value);
+            }
         }
-    }
-    let cookies = remaining_cookies(req);
-    req.remove_header("cookie");
+        if headers.contains_key(COOKIE) {
+            drop_token_cookie(headers)?;
+        }
+        if let Some(accept) = accept {
+            if !carries_only(headers, ACCEPT, accept.as_bytes()) {
+                headers.insert(ACCEPT, value(accept.to_string())?);
+            }
+        }
+        headers.insert(HOST, value(backend_host.to_string())?);
+        Ok(())
+    })
+}
+
+/// The client's cookies without the gateway's `token`, joined into one header (none left:
+/// no header).
+fn drop_token_cookie(headers: &mut HeaderMap) -> pingora::Result<()> {
+    let cookies = remaining_cookies(headers);
+    headers.remove(COOKIE);
     if let Some(cookies) = cookies {
-        req.insert_header("cookie", cookies)?;
+        headers.insert(COOKIE, value(cookies)?);
     }
-    if let Some(accept) = &forward.accept {
-        if !carries_only(&req.headers, http::header::ACCEPT, accept.as_bytes()) {
-            req.insert_header("accept", accept.as_str())?;
-        }
-    }
-    req.insert_header("host", backend_host)
+    Ok(())
+}
+
+/// `Bearer <token>` for `Authorization`.
+fn bearer(token: &str) -> pingora::Result<HeaderValue> {
+    let mut text = String::with_capacity(7 + token.len());
+    text.push_str("Bearer ");
+    text.push_str(token);
+    value(text)
+}
+
+/// `text` as a header value, without copying it.
+fn value(text: String) -> pingora::Result<HeaderValue> {
+    HeaderValue::try_from(text).or_err(InvalidHTTPHeader, "a header value the gateway sets")
 }
 
 /// The client's cookies without the gateway's `token`, joined into one header.
-fn remaining_cookies(req: &RequestHeader) -> Option<String> {
-    let kept: Vec<&str> = req
-        .headers
-        .get_all("cookie")
+fn remaining_cookies(headers: &HeaderMap) -> Option<String> {
+    let kept: Vec<&str> = headers
+        .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
@@ -272,7 +313,7 @@ mod tests {
     }
 
     /// A plain-HTTP client whose address and Host are unknown.
-    const UNKNOWN_CLIENT: Client<'static> = Client {
+    const UNKNOWN_CLIENT: Client = Client {
         ip: None,
         tls: false,
         host: None,
@@ -313,14 +354,14 @@ mod tests {
         let client = Client {
             ip: Some("10.1.2.3".into()),
             tls: true,
-            host: Some("gw.example:8443"),
+            host: Some(HeaderValue::from_static("gw.example:8443")),
         };
         rewrite_request(
             &mut req,
             &forward("viewer"),
             "127.0.0.1:18080",
             Some("service-token"),
-            &client,
+            client,
         )
         .unwrap();
         let get = |n: &str| req.headers.get(n).map(|v| v.to_str().unwrap().to_string());
@@ -350,7 +391,7 @@ mod tests {
             &forward("jürgen ops"),
             "h",
             Some("t"),
-            &UNKNOWN_CLIENT,
+            UNKNOWN_CLIENT,
         )
         .unwrap();
         assert_eq!(
@@ -369,7 +410,7 @@ mod tests {
             accept: None,
             ..forward("u")
         };
-        rewrite_request(&mut req, &anonymous, "h", None, &UNKNOWN_CLIENT).unwrap();
+        rewrite_request(&mut req, &anonymous, "h", None, UNKNOWN_CLIENT).unwrap();
         assert!(req.headers.get("authorization").is_none());
         assert!(req.headers.get("x-forwarded-user").is_none());
         assert_eq!(
@@ -382,7 +423,7 @@ mod tests {
     fn an_absolute_target_with_the_same_path_is_sent_in_origin_form() {
         let mut req =
             RequestHeader::build("GET", b"http://gw.example/api/pool?stats=true", None).unwrap();
-        rewrite_request(&mut req, &forward("u"), "h", Some("t"), &UNKNOWN_CLIENT).unwrap();
+        rewrite_request(&mut req, &forward("u"), "h", Some("t"), UNKNOWN_CLIENT).unwrap();
         // pingora writes the request line's target from `raw_path`.
         assert_eq!(req.raw_path(), b"/api/pool?stats=true");
     }
@@ -391,7 +432,7 @@ mod tests {
     fn a_lone_token_cookie_leaves_no_cookie_header() {
         let mut req = RequestHeader::build("GET", b"/api/pool", None).unwrap();
         req.insert_header("cookie", "token=abc").unwrap();
-        rewrite_request(&mut req, &forward("u"), "h", Some("t"), &UNKNOWN_CLIENT).unwrap();
+        rewrite_request(&mut req, &forward("u"), "h", Some("t"), UNKNOWN_CLIENT).unwrap();
         assert!(req.headers.get("cookie").is_none());
     }
 

@@ -36,6 +36,7 @@ mod connections;
 mod docs;
 mod errors;
 mod forward;
+mod headers;
 pub mod import;
 pub mod logs;
 mod metrics;

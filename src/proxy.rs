@@ -201,9 +201,9 @@ impl ProxyHttp for Gateway {
         };
         let client = forward::Client::of(session, self.tls, ctx.client);
         let host = backend.host_header();
-        forward::rewrite_request(upstream_request, forward, host, token.as_deref(), &client)?;
+        forward::rewrite_request(upstream_request, forward, host, token.as_deref(), client)?;
         if let Some(length) = ctx.buffered_body {
-            forward::set_body_length(upstream_request, length)?;
+            forward::set_body_length(upstream_request, length);
         }
         match forward.user_token.is_some() {
             true => ctx.attempt.sending_as_user(),
@@ -274,11 +274,7 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         forward::rewrite_response(response, &self.upstreams)?;
-        if !self.tls {
-            // The dashboard sends HSTS over plain HTTP too; only a TLS listener may.
-            response.remove_header("strict-transport-security");
-        }
-        respond::add_common_headers(response, self.tls, &ctx.id)
+        respond::set_common_headers(response, self.tls, &ctx.id)
     }
 
     fn fail_to_connect(

@@ -2,7 +2,6 @@
 //! (the dashboard's security headers and our request id).
 
 use bytes::Bytes;
-use http::header::AsHeaderName;
 use http::header::{
     CACHE_CONTROL, CONTENT_LENGTH, CONTENT_SECURITY_POLICY, CONTENT_TYPE,
     STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS,
@@ -14,6 +13,7 @@ use pingora::{InvalidHTTPHeader, OrErr};
 use serde_json::Value;
 
 use crate::errors::GatewayError;
+use crate::headers::edit_response;
 
 /// The dashboard's HSTS value (`Strict-Transport-Security`), sent when we terminate TLS.
 const HSTS: HeaderValue = HeaderValue::from_static("max-age=63072000; includeSubDomains; preload");
@@ -74,26 +74,23 @@ fn common_headers(
     ]))
 }
 
-/// Adds the common headers to a forwarded answer. The dashboard sends the same security
-/// headers itself: those already right are left as they are.
-pub fn add_common_headers(
+/// Sets the common headers on a forwarded answer, over the dashboard's own (it sends the
+/// same security headers, and HSTS over plain HTTP too, where only a TLS listener may).
+pub fn set_common_headers(
     resp: &mut ResponseHeader,
     tls: bool,
     request_id: &str,
 ) -> pingora::Result<()> {
-    for (name, value) in common_headers(tls, request_id)? {
-        if !carries_only(&resp.headers, &name, value.as_bytes()) {
-            resp.insert_header(name, value)?;
+    let common = common_headers(tls, request_id)?;
+    edit_response(resp, |headers| {
+        if !tls {
+            headers.remove(STRICT_TRANSPORT_SECURITY);
         }
-    }
+        for (name, value) in common {
+            headers.insert(name, value);
+        }
+    });
     Ok(())
-}
-
-/// Whether `headers` has exactly one `name`, and it is `value`. A lookup is much cheaper
-/// than pingora's `insert_header` (a name parse and two map updates).
-pub fn carries_only(headers: &http::HeaderMap, name: impl AsHeaderName, value: &[u8]) -> bool {
-    let mut values = headers.get_all(name).iter();
-    values.next().is_some_and(|v| v.as_bytes() == value) && values.next().is_none()
 }
 
 /// `response` as the parts of an HTTP answer, with the common headers. Local answers are
