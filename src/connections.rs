@@ -113,7 +113,7 @@ where
                     return None;
                 }
             };
-            let mut session = ServerSession::new_http1(stream);
+            let mut session = http1_session(stream);
             let mut carried = settings.take().unwrap_or_else(|| {
                 // A fresh connection, set up as pingora sets one up.
                 session.set_keepalive(Some(self.limits.keepalive_timeout.as_secs()));
@@ -254,6 +254,15 @@ thread_local! {
     static SCRATCH: RefCell<[u8; READ_BYTES]> = const { RefCell::new([0; READ_BYTES]) };
 }
 
+/// A session for the next HTTP/1 request on `stream`. Its headers are read without their
+/// original case: the gateway drops it anyway where it rewrites them (`headers`), and
+/// pingora keeps it in a second map, one entry allocated per header.
+fn http1_session(stream: Stream) -> ServerSession {
+    let mut session = ServerSession::new_http1(stream);
+    session.set_keep_header_case(false);
+    session
+}
+
 /// One read, copied out of the shared buffer into one of its own (empty at the end of
 /// the stream).
 fn poll_read(stream: &mut Stream, cx: &mut Context<'_>) -> Poll<io::Result<BytesMut>> {
@@ -332,6 +341,30 @@ mod tests {
             keepalive_timeout: Duration::from_secs(60),
             max_connections_per_ip: None,
         }
+    }
+
+    #[tokio::test]
+    async fn a_request_is_read_without_its_header_case() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let client = tokio::spawn(async move {
+            let mut client = tokio::net::TcpStream::connect(address).await.unwrap();
+            let head = b"GET /api/summary HTTP/1.1\r\nX-Trace: a\r\nHost: gw\r\n\r\n";
+            tokio::io::AsyncWriteExt::write_all(&mut client, head)
+                .await
+                .unwrap();
+            client
+        });
+        let (accepted, _) = listener.accept().await.unwrap();
+        let stream: Stream = Box::new(pingora::protocols::l4::stream::Stream::from(accepted));
+        let mut session = http1_session(stream);
+        assert!(session.read_request().await.unwrap());
+        let req = session.req_header();
+        assert!(!req.has_case());
+        let mut wire = Vec::new();
+        req.header_to_h1_wire(&mut wire);
+        assert_eq!(wire, b"x-trace: a\r\nHost: gw\r\n");
+        drop(client.await.unwrap());
     }
 
     #[test]

@@ -322,6 +322,14 @@ impl Session {
         }
     }
 
+    /// Whether an HTTP/1 request header keeps its header names' original case (the default).
+    /// Noop for the others, which keep none.
+    pub fn set_keep_header_case(&mut self, keep: bool) {
+        if let Self::H1(s) = self {
+            s.set_keep_header_case(keep);
+        }
+    }
+
     /// Get the keepalive timeout. None if keepalive is disabled. Not applicable for h2 or
     /// subrequest
     pub fn get_keepalive(&self) -> Option<u64> {

@@ -158,6 +158,9 @@ pub struct HttpSession {
     /// [`super::super::HttpPersistentSettings`] into the next session.
     /// Scoped narrowly so it cannot affect FIN / `abort_on_close` semantics.
     pipelined_idle_bytes_stashed: bool,
+    /// Whether the request header keeps its header names' original case (the default).
+    /// See [`Self::set_keep_header_case`].
+    keep_header_case: bool,
 }
 
 impl HttpSession {
@@ -206,6 +209,7 @@ impl HttpSession {
             pipelining_enabled: false,
             pipelined_prefix: None,
             pipelined_idle_bytes_stashed: false,
+            keep_header_case: true,
         }
     }
 
@@ -349,7 +353,12 @@ impl HttpSession {
                         // while header_refs doesn't as it is still empty
                         let _num_headers = populate_headers(base, &mut header_refs, req.headers);
 
-                        let mut request_header = Box::new(RequestHeader::build(
+                        let build = if self.keep_header_case {
+                            RequestHeader::build
+                        } else {
+                            RequestHeader::build_no_case
+                        };
+                        let mut request_header = Box::new(build(
                             req.method.unwrap_or(""),
                             // we path httparse to allow unsafe bytes in the str
                             req.path.unwrap_or("").as_bytes(),
@@ -1013,6 +1022,15 @@ impl HttpSession {
     /// request N+1 begins processing. No parallel pipelining.
     pub fn set_pipelining_enabled(&mut self, enabled: bool) {
         self.pipelining_enabled = enabled;
+    }
+
+    /// Whether the request header read next keeps its header names' original case (the
+    /// default: `true`). With `false` the names are kept only in the `http::HeaderMap`,
+    /// lower case, as for HTTP/2: a proxy that rewrites the request's headers anyway (and
+    /// forwards them in lower case) saves a second map, an allocation per header and the
+    /// map's copy in every clone of the request.
+    pub fn set_keep_header_case(&mut self, keep: bool) {
+        self.keep_header_case = keep;
     }
 
     /// Set pipelined bytes to be parsed as the start of this session's request.
