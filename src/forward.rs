@@ -32,7 +32,7 @@ pub struct Forward {
     /// the service account's (`upstream.identity = "service"`).
     pub user_token: Option<UserToken>,
     /// The single vendor media type chosen from the client's Accept (API paths).
-    pub accept: Option<String>,
+    pub accept: Option<Arc<str>>,
 }
 
 /// Who asked, as the `X-Forwarded-*` headers tell the backend.
