@@ -211,18 +211,27 @@ fn scan_head(bytes: &[u8], limits: &ClientLimits) -> HeadScan {
         .position(|b| *b != b'\r' && *b != b'\n')
         .unwrap_or(bytes.len());
     let rest = &bytes[start..];
-    let end = memchr::memmem::find(rest, b"\n\r\n")
-        .map(|at| at + 3)
-        .into_iter()
-        .chain(memchr::memmem::find(rest, b"\n\n").map(|at| at + 2))
-        .min();
-    let head = &rest[..end.unwrap_or(rest.len())];
+    // One pass over the line ends: the first one followed by an empty line ends the head.
+    let mut lines = 0;
+    let mut end = None;
+    for at in memchr::memchr_iter(b'\n', rest) {
+        lines += 1;
+        let after = &rest[at + 1..];
+        if after.starts_with(b"\n") || after.starts_with(b"\r\n") {
+            lines += 1;
+            end = Some(at + if after[0] == b'\n' { 2 } else { 3 });
+            break;
+        }
+        if lines > limits.max_header_count + 1 {
+            break;
+        }
+    }
+    let head_len = end.unwrap_or(rest.len());
     // The request line and each header end with a newline; the empty line ends the head.
-    let lines = memchr::memchr_iter(b'\n', head).count();
     let header_lines = lines.saturating_sub(if end.is_some() { 2 } else { 1 });
     if header_lines > limits.max_header_count {
         HeadScan::TooManyLines
-    } else if start + head.len() > limits.max_header_bytes {
+    } else if start + head_len > limits.max_header_bytes {
         HeadScan::TooLarge
     } else if end.is_some() {
         HeadScan::Complete
@@ -380,6 +389,47 @@ mod tests {
         ];
         for (bytes, expected) in cases {
             assert_eq!(scan_head(bytes, &l), expected, "{:?}", bytes.escape_ascii());
+        }
+    }
+
+    /// The scan as first written, with two searches for the end and a count of the lines:
+    /// the one-pass scan must agree with it on every input.
+    fn scan_head_by_searching(bytes: &[u8], limits: &ClientLimits) -> HeadScan {
+        let start = bytes
+            .iter()
+            .position(|b| *b != b'\r' && *b != b'\n')
+            .unwrap_or(bytes.len());
+        let rest = &bytes[start..];
+        let end = memchr::memmem::find(rest, b"\n\r\n")
+            .map(|at| at + 3)
+            .into_iter()
+            .chain(memchr::memmem::find(rest, b"\n\n").map(|at| at + 2))
+            .min();
+        let head = &rest[..end.unwrap_or(rest.len())];
+        let lines = memchr::memchr_iter(b'\n', head).count();
+        let header_lines = lines.saturating_sub(if end.is_some() { 2 } else { 1 });
+        if header_lines > limits.max_header_count {
+            HeadScan::TooManyLines
+        } else if start + head.len() > limits.max_header_bytes {
+            HeadScan::TooLarge
+        } else if end.is_some() {
+            HeadScan::Complete
+        } else {
+            HeadScan::Partial
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+        #[test]
+        fn the_one_pass_scan_agrees_with_searching(
+            bytes in proptest::collection::vec(
+                proptest::sample::select(vec![b'a', b':', b' ', b'\r', b'\n']), 0..80),
+            max_bytes in 1usize..80,
+            max_lines in 0usize..8,
+        ) {
+            let l = limits(max_bytes, max_lines);
+            proptest::prop_assert_eq!(scan_head(&bytes, &l), scan_head_by_searching(&bytes, &l));
         }
     }
 
