@@ -274,7 +274,11 @@ async fn json_access_lines_and_an_audit_file_that_logrotate_can_move() {
     std::fs::rename(audit_path(&gw), &rotated).unwrap();
     let misspelt = |g: &mut Gateway| *g = g.clone().extra_toml("log", "level = \"inf\"");
     assert!(!gw.reload(misspelt).await, "{}", gw.logs());
-    assert!(gw.logs().contains("log.level"), "{}", gw.logs());
+    assert!(
+        gw.logs_come_to(|l| l.contains("log.level")).await,
+        "{}",
+        gw.logs()
+    );
     assert!(audit_path(&gw).exists(), "no new audit file\n{}", gw.logs());
     let after = gw.try_login(VIEWER, WRONG_PW).await;
     assert_eq!(after.status, 400);

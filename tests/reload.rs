@@ -92,7 +92,11 @@ async fn users_change_at_once_a_bad_file_keeps_the_running_configuration_and_res
         !gw.reload(|g| *g = g.clone().raw_users_file("[[users]\n"))
             .await
     );
-    assert!(gw.logs().contains("users.toml: line 1"), "{}", gw.logs());
+    assert!(
+        gw.logs_come_to(|l| l.contains("users.toml: line 1")).await,
+        "{}",
+        gw.logs()
+    );
     assert_eq!(gw.try_login(POOLMGR, POOLMGR_PW).await.status, 201);
     let last_successful = "clustergate_config_last_reload_successful";
     assert_eq!(gw.metric(last_successful, &[]).await, 0.0);
@@ -107,12 +111,11 @@ async fn users_change_at_once_a_bad_file_keeps_the_running_configuration_and_res
         })
         .await
     );
-    let logs = gw.logs();
-    assert!(
+    let named = |logs: &str| {
         logs.lines()
-            .any(|l| l.contains("needs a restart") && l.contains("server.threads")),
-        "{logs}"
-    );
+            .any(|l| l.contains("needs a restart") && l.contains("server.threads"))
+    };
+    assert!(gw.logs_come_to(named).await, "{}", gw.logs());
     stop.store(true, Ordering::Relaxed);
     let checks = in_flight.await.unwrap();
     assert!(
@@ -205,9 +208,12 @@ async fn a_custom_roles_grants_change_on_reload_and_a_bad_roles_file_keeps_them(
         !gw.reload(|spec| *spec = spec.clone().file("roles.toml", &bad))
             .await
     );
-    assert!(gw
-        .logs()
-        .contains("roles.toml: roles[0] (\"pool-auditor\").scopes_permissions.pool"));
+    let problem = "roles.toml: roles[0] (\"pool-auditor\").scopes_permissions.pool";
+    assert!(
+        gw.logs_come_to(|l| l.contains(problem)).await,
+        "{}",
+        gw.logs()
+    );
     assert_check_ok(&gw.check(&token).await, "auditor", &grown_permissions);
 }
 

@@ -253,6 +253,19 @@ impl RunningGateway {
         out
     }
 
+    /// Whether the logs come to satisfy `ready` within 5 s: lines are written by the
+    /// gateway's log worker, after the request or reload that caused them has finished.
+    pub async fn logs_come_to(&self, ready: impl Fn(&str) -> bool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !ready(&self.logs()) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+
     /// What the latest run wrote to standard error.
     pub fn stderr(&self) -> String {
         fs::read_to_string(self.dir.path().join(format!("stderr.{}.log", self.runs)))
