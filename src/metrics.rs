@@ -1,5 +1,6 @@
 //! What the gateway measures. The admin listener (`admin`) serves it.
 
+mod children;
 mod deployment;
 mod labels;
 mod logs;
@@ -8,16 +9,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use crate::routes::Route;
 use crate::state::StoreHealth;
 use crate::upstream::{BackendState, Upstreams};
+use children::Children;
 
 pub use deployment::DeploymentMetrics;
-use labels::{itoa_status, method_label};
+use labels::{itoa_status, method_index, METHOD_LABELS};
 pub use labels::{ConnectionRefusal, LoginResult, TokenCheckResult};
 pub use logs::LogMetrics;
 
@@ -25,7 +27,10 @@ pub use logs::LogMetrics;
 pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,
-    request_duration: HistogramVec,
+    /// `requests`' children by route, method and status (`requests_key`).
+    requests_by_key: Children<u32, IntCounter>,
+    /// `clustergate_request_duration_seconds`, one child per route (`Route as usize`).
+    request_duration: [Histogram; Route::ALL.len()],
     logins: IntCounterVec,
     login_rate_limited: IntCounterVec,
     token_checks: IntCounterVec,
@@ -35,6 +40,8 @@ pub struct Metrics {
     upstream_active: IntGaugeVec,
     upstream_requests: IntCounterVec,
     upstream_duration: HistogramVec,
+    /// The two upstream metrics' children by server.
+    upstream_by_server: Children<Box<str>, ServerChildren>,
     upstream_logins: IntCounterVec,
     state_up: IntGauge,
     state_errors: IntCounter,
@@ -173,9 +180,12 @@ impl Metrics {
         registry.register(Box::new(login_rate_limited.clone()))?;
         registry.register(Box::new(token_checks.clone()))?;
         registry.register(Box::new(password_verifications.clone()))?;
+        let request_duration =
+            Route::ALL.map(|route| request_duration.with_label_values(&[route.label()]));
         Ok(Arc::new(Metrics {
             registry: registry.clone(),
             requests,
+            requests_by_key: Children::new(),
             request_duration,
             logins,
             login_rate_limited,
@@ -186,6 +196,7 @@ impl Metrics {
             upstream_active,
             upstream_requests,
             upstream_duration,
+            upstream_by_server: Children::new(),
             upstream_logins,
             state_up,
             state_errors,
@@ -202,14 +213,18 @@ impl Metrics {
         status: u16,
         elapsed: Duration,
     ) {
-        let digits = itoa_status(status);
-        let status = std::str::from_utf8(&digits).unwrap_or("0");
-        self.requests
-            .with_label_values(&[route.label(), method_label(method), status])
-            .inc();
-        self.request_duration
-            .with_label_values(&[route.label()])
-            .observe(elapsed.as_secs_f64());
+        let method = method_index(method);
+        let key = requests_key(route, method, status);
+        let requests = self.requests_by_key.get(&key, || {
+            let digits = itoa_status(status);
+            let status = std::str::from_utf8(&digits).unwrap_or("0");
+            let child =
+                self.requests
+                    .with_label_values(&[route.label(), METHOD_LABELS[method], status]);
+            (key, child)
+        });
+        requests.inc();
+        self.request_duration[route as usize].observe(elapsed.as_secs_f64());
     }
 
     pub fn login(&self, result: LoginResult) {
@@ -266,14 +281,19 @@ impl Metrics {
     }
 
     pub fn upstream_response(&self, server: &str, status: u16, elapsed: Duration) {
-        let digits = itoa_status(status);
-        let status = std::str::from_utf8(&digits).unwrap_or("0");
-        self.upstream_requests
-            .with_label_values(&[server, status])
-            .inc();
-        self.upstream_duration
-            .with_label_values(&[server])
-            .observe(elapsed.as_secs_f64());
+        let children = self.upstream_by_server.get(server, || {
+            let duration = self.upstream_duration.with_label_values(&[server]);
+            let statuses = Arc::new(Children::new());
+            (server.into(), ServerChildren { duration, statuses })
+        });
+        let responses = children.statuses.get(&status, || {
+            let digits = itoa_status(status);
+            let label = std::str::from_utf8(&digits).unwrap_or("0");
+            let child = self.upstream_requests.with_label_values(&[server, label]);
+            (status, child)
+        });
+        responses.inc();
+        children.duration.observe(elapsed.as_secs_f64());
     }
 
     pub fn upstream_login(&self, result: &'static str) {
@@ -295,6 +315,19 @@ impl Metrics {
         TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
         Ok(out)
     }
+}
+
+/// One server's children of the upstream metrics.
+#[derive(Clone)]
+struct ServerChildren {
+    duration: Histogram,
+    statuses: Arc<Children<u16, IntCounter>>,
+}
+
+/// `clustergate_requests_total`'s labels as one key: the route, the method label's place
+/// in [`METHOD_LABELS`], and the status.
+fn requests_key(route: Route, method: usize, status: u16) -> u32 {
+    (route as u32) << 24 | (method as u32) << 16 | u32::from(status)
 }
 
 /// `registry`'s metrics in Prometheus' text format, for the tests of its parts.

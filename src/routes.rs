@@ -20,6 +20,16 @@ pub enum Route {
 }
 
 impl Route {
+    /// Every route, in declaration order (`self as usize` indexes it).
+    pub const ALL: [Route; 6] = [
+        Route::Login,
+        Route::TokenCheck,
+        Route::Logout,
+        Route::Api,
+        Route::Docs,
+        Route::Other,
+    ];
+
     pub fn classify(path: &str) -> Route {
         // The dashboard registers every route with and without a trailing slash.
         let trimmed = match path.strip_suffix('/') {
@@ -54,6 +64,13 @@ impl Route {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_lists_each_route_at_its_index() {
+        for (i, route) in Route::ALL.into_iter().enumerate() {
+            assert_eq!(route as usize, i);
+        }
+    }
 
     #[test]
     fn classify_table() {

@@ -107,17 +107,23 @@ pub(super) fn itoa_status(status: u16) -> [u8; 3] {
     ]
 }
 
-/// Methods outside the standard set share one label, so clients cannot grow the series.
-pub(super) fn method_label(method: &http::Method) -> &'static str {
+/// The `method` label's values: methods outside the standard set share the last one, so
+/// clients cannot grow the series.
+pub(super) const METHOD_LABELS: [&str; 8] = [
+    "GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "other",
+];
+
+/// `method`'s place in [`METHOD_LABELS`].
+pub(super) fn method_index(method: &http::Method) -> usize {
     match *method {
-        http::Method::GET => "GET",
-        http::Method::POST => "POST",
-        http::Method::PUT => "PUT",
-        http::Method::DELETE => "DELETE",
-        http::Method::PATCH => "PATCH",
-        http::Method::HEAD => "HEAD",
-        http::Method::OPTIONS => "OPTIONS",
-        _ => "other",
+        http::Method::GET => 0,
+        http::Method::POST => 1,
+        http::Method::PUT => 2,
+        http::Method::DELETE => 3,
+        http::Method::PATCH => 4,
+        http::Method::HEAD => 5,
+        http::Method::OPTIONS => 6,
+        _ => 7,
     }
 }
 
@@ -129,5 +135,12 @@ mod tests {
     fn status_digits() {
         assert_eq!(&itoa_status(201), b"201");
         assert_eq!(&itoa_status(5), b"005");
+    }
+
+    #[test]
+    fn method_labels() {
+        assert_eq!(METHOD_LABELS[method_index(&http::Method::DELETE)], "DELETE");
+        let custom = http::Method::from_bytes(b"PROPFIND").unwrap();
+        assert_eq!(METHOD_LABELS[method_index(&custom)], "other");
     }
 }
