@@ -210,7 +210,7 @@ if [ "$BUILD" = 1 ]; then
     die "cargo build --release failed"
 fi
 CG=${BENCH_CLUSTERGATE_BIN:-$ROOT/target/release/clustergate}   # another build, e.g. a commit's before a change
-FLOOR=$ROOT/target/release/examples/pingora-floor
+FLOOR=${BENCH_FLOOR_BIN:-$ROOT/target/release/examples/pingora-floor}   # likewise for the floor
 for bin in "$CG" "$FLOOR"; do [ -x "$bin" ] || die "$bin is missing (run without BENCH_NO_BUILD)"; done
 BUILD_S=$((SECONDS - T0))
 T_MEASURE=$SECONDS
