@@ -257,6 +257,10 @@ impl Upstreams {
         peer.options.read_timeout = Some(read_timeout);
         peer.options.write_timeout = Some(self.timeouts.write);
         peer.options.idle_timeout = Some(self.timeouts.idle);
+        // Every answer's headers are rewritten and sent in lower case (`headers.rs`): the
+        // map of their original case would be filled for nothing (vendor/pingora-core,
+        // change 3).
+        peer.options.keep_response_header_case = false;
         if backend.url.tls {
             peer.options.ca = self.ca.clone();
             if self.insecure {
@@ -310,5 +314,38 @@ impl Upstreams {
             .collect();
         upstreams.backends = ArcSwap::from_pointee(backends);
         upstreams
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pingora::protocols::http::v1::client::HttpSession;
+
+    #[tokio::test]
+    async fn a_dashboards_answer_is_read_without_its_header_case() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let dashboard = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let head = b"HTTP/1.1 200 OK\r\nX-Trace: a\r\nContent-Length: 0\r\n\r\n";
+            tokio::io::AsyncWriteExt::write_all(&mut conn, head)
+                .await
+                .unwrap();
+            conn
+        });
+        let upstreams = Upstreams::for_tests(1);
+        let backend = upstreams.backends()[0].clone();
+        let peer = upstreams.peer(&backend, Duration::from_secs(5));
+        let stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let stream = Box::new(pingora::protocols::l4::stream::Stream::from(stream));
+        let mut session = HttpSession::new_with_options(stream, &peer);
+        session.read_response().await.unwrap();
+        let answer = session.resp_header().unwrap();
+        assert!(!answer.has_case());
+        let mut wire = Vec::new();
+        answer.header_to_h1_wire(&mut wire);
+        assert_eq!(wire, b"x-trace: a\r\nContent-Length: 0\r\n");
+        drop(dashboard.await.unwrap());
     }
 }

@@ -67,6 +67,8 @@ pub struct HttpSession {
     // If allowed, does not fail with error on invalid content-length
     // (treats as close-delimited response).
     allow_h1_response_invalid_content_length: bool,
+    // Whether the response header keeps its header names' original case (the default).
+    keep_header_case: bool,
 }
 
 /// HTTP 1.x client session
@@ -100,6 +102,7 @@ impl HttpSession {
             received_upgrade_req_body: false,
             close_delimited_resp: false,
             allow_h1_response_invalid_content_length: false,
+            keep_header_case: true,
         }
     }
 
@@ -110,6 +113,7 @@ impl HttpSession {
             session.set_allow_h1_response_invalid_content_length(
                 options.allow_h1_response_invalid_content_length,
             );
+            session.set_keep_header_case(options.keep_response_header_case);
         }
         session
     }
@@ -284,7 +288,12 @@ impl HttpSession {
                         // while header_refs doesn't as it is still empty
                         let _num_headers = populate_headers(base, &mut header_refs, resp.headers);
 
-                        let mut response_header = match ResponseHeader::build(
+                        let build = if self.keep_header_case {
+                            ResponseHeader::build
+                        } else {
+                            ResponseHeader::build_no_case
+                        };
+                        let mut response_header = match build(
                             resp.code.unwrap(),
                             Some(resp.headers.len()),
                         ) {
@@ -521,6 +530,13 @@ impl HttpSession {
 
     pub fn set_allow_h1_response_invalid_content_length(&mut self, allow: bool) {
         self.allow_h1_response_invalid_content_length = allow;
+    }
+
+    /// Whether the next response header keeps its header names' original case (the
+    /// default). Without it the header is built with `ResponseHeader::build_no_case`: one
+    /// map fewer to fill and clone, and names written in lower case.
+    pub fn set_keep_header_case(&mut self, keep: bool) {
+        self.keep_header_case = keep;
     }
 
     pub(super) fn get_headers_raw(&self) -> &[u8] {
@@ -1014,6 +1030,27 @@ mod tests_stream {
         let res = http_stream.read_body_ref().await.unwrap();
         assert_eq!(res, None);
         assert_eq!(http_stream.body_reader.body_state, ParseState::Complete(3));
+    }
+
+    #[tokio::test]
+    async fn read_response_with_and_without_header_case() {
+        init_log();
+        let input = b"HTTP/1.1 200 OK\r\nX-Custom-Name: a\r\nContent-Length: 0\r\n\r\n";
+        for (keep, wire) in [
+            (true, &b"X-Custom-Name: a\r\nContent-Length: 0\r\n"[..]),
+            // without the case map, pingora title-cases the common names only
+            (false, &b"x-custom-name: a\r\nContent-Length: 0\r\n"[..]),
+        ] {
+            let mock_io = Builder::new().read(&input[..]).build();
+            let mut http_stream = HttpSession::new(Box::new(mock_io));
+            http_stream.set_keep_header_case(keep);
+            http_stream.read_response().await.unwrap();
+            let header = http_stream.resp_header().unwrap();
+            assert_eq!(header.has_case(), keep);
+            let mut out = Vec::new();
+            header.header_to_h1_wire(&mut out);
+            assert_eq!(out, wire);
+        }
     }
 
     #[tokio::test]
