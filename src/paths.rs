@@ -47,17 +47,26 @@ pub fn normalize(raw: &str) -> Result<String, PathError> {
 }
 
 /// Whether `raw` (absolute) is its own normal form, as nearly every request's path is: no
-/// escape, backslash or control to check, no empty or dot segment, no trailing '/'.
+/// escape, backslash or control to check, no empty or dot segment, no trailing '/'. One
+/// pass over the bytes: this runs on every request.
 fn is_canonical(raw: &str) -> bool {
-    let plain = raw
-        .bytes()
-        .all(|b| !matches!(b, b'%' | b'\\' | 0..=0x1f | 0x7f));
-    let segments_plain = || {
-        raw.split('/')
-            .skip(1)
-            .all(|segment| !matches!(segment, "" | "." | ".."))
-    };
-    plain && (raw == "/" || segments_plain())
+    if raw == "/" {
+        return true;
+    }
+    // The segment being read: its length, and how many of its bytes are dots.
+    let (mut length, mut dots) = (0usize, 0usize);
+    let closes_a_plain_segment =
+        |length: usize, dots: usize| length > 0 && !(length <= 2 && dots == length);
+    for &b in raw.as_bytes().iter().skip(1) {
+        match b {
+            b'%' | b'\\' | 0..=0x1f | 0x7f => return false,
+            b'/' if !closes_a_plain_segment(length, dots) => return false,
+            b'/' => (length, dots) = (0, 0),
+            b'.' => (length, dots) = (length + 1, dots + 1),
+            _ => length += 1,
+        }
+    }
+    closes_a_plain_segment(length, dots)
 }
 
 /// The normal form of an absolute `raw` that is not already canonical.
@@ -162,6 +171,32 @@ mod tests {
         ];
         for raw in not_canonical {
             assert!(!is_canonical(raw), "{raw}");
+        }
+    }
+
+    /// The check as first written, with a scan for the bytes and a split for the segments:
+    /// the one-pass check must agree with it on every input.
+    fn is_canonical_by_splitting(raw: &str) -> bool {
+        let plain = raw
+            .bytes()
+            .all(|b| !matches!(b, b'%' | b'\\' | 0..=0x1f | 0x7f));
+        let segments_plain = || {
+            raw.split('/')
+                .skip(1)
+                .all(|segment| !matches!(segment, "" | "." | ".."))
+        };
+        plain && (raw == "/" || segments_plain())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+        #[test]
+        fn the_one_pass_check_agrees_with_splitting(
+            rest in proptest::collection::vec(
+                proptest::sample::select(vec!["/", ".", "a", "%", "\\", "\t", "\u{e9}"]), 0..12),
+        ) {
+            let raw = format!("/{}", rest.concat());
+            proptest::prop_assert_eq!(is_canonical(&raw), is_canonical_by_splitting(&raw), "{:?}", raw);
         }
     }
 
