@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use http::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, COOKIE, FORWARDED, HOST, TRANSFER_ENCODING,
+    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, COOKIE, FORWARDED, HOST, LOCATION, TRANSFER_ENCODING,
 };
 use http::{HeaderMap, HeaderName, HeaderValue};
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
@@ -274,7 +274,7 @@ fn remaining_cookies(headers: &HeaderMap) -> Option<String> {
 /// Makes a `Location` that names a backend relative, so no manager's own address
 /// reaches the client.
 pub fn rewrite_response(resp: &mut ResponseHeader, upstreams: &Upstreams) -> pingora::Result<()> {
-    let Some(location) = resp.headers.get("location").and_then(|v| v.to_str().ok()) else {
+    let Some(location) = resp.headers.get(LOCATION).and_then(|v| v.to_str().ok()) else {
         return Ok(());
     };
     let relative = upstreams.backends().iter().find_map(|b| {
@@ -287,7 +287,7 @@ pub fn rewrite_response(resp: &mut ResponseHeader, upstreams: &Upstreams) -> pin
         })
     });
     if let Some(relative) = relative {
-        resp.insert_header("location", relative)?;
+        resp.insert_header(LOCATION, relative)?;
     }
     Ok(())
 }

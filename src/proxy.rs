@@ -125,7 +125,12 @@ impl ProxyHttp for Gateway {
     type CTX = RequestCtx;
 
     fn new_ctx(&self) -> RequestCtx {
-        let id = uuid::Uuid::new_v4().to_string();
+        // Encoded directly: `to_string` goes through the formatter, on every request.
+        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        let id = uuid::Uuid::new_v4()
+            .hyphenated()
+            .encode_lower(&mut text)
+            .to_owned();
         RequestCtx {
             span: tracing::info_span!("request", request_id = %id),
             id,
