@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::process::READY_DEADLINE;
 use super::users::UsersFile;
-use super::{cli, free_port, Dashboard, RunningGateway, User, BIN, TEST_SECRET};
+use super::{cli, free_ports, Dashboard, RunningGateway, User, BIN, TEST_SECRET};
 
 /// What `Gateway::upstream` writes: the `[upstream]` and `[access]` sections.
 #[derive(Clone, Debug)]
@@ -303,7 +303,8 @@ impl Gateway {
     /// Write the files into a fresh temp dir and run `clustergate check-config` on them.
     pub fn check_config(&self) -> (tempfile::TempDir, Output) {
         let dir = tempfile::tempdir().unwrap();
-        let config = self.write_files(dir.path(), free_port(), free_port());
+        let [port, metrics_port] = free_ports();
+        let config = self.write_files(dir.path(), port, metrics_port);
         let out = cli(
             &["check-config", "--config", config.to_str().unwrap()],
             None,
@@ -315,7 +316,8 @@ impl Gateway {
     /// (a refused start-up) within the start-up deadline; killed and failed otherwise.
     pub fn run_expecting_exit(&self) -> (tempfile::TempDir, Output) {
         let dir = tempfile::tempdir().unwrap();
-        let config = self.write_files(dir.path(), free_port(), free_port());
+        let [port, metrics_port] = free_ports();
+        let config = self.write_files(dir.path(), port, metrics_port);
         let mut child = Command::new(BIN)
             .args(["run", "--config"])
             .arg(&config)

@@ -57,11 +57,15 @@ pub const TEST_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0
 
 /// A free port on 127.0.0.1: bind port 0, read it, drop the listener.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    free_ports::<1>()[0]
+}
+
+/// `N` distinct free ports: every listener is held until all are picked (dropped one by
+/// one, the kernel may hand out the same port again; CI once saw a gateway's two
+/// listeners given one port).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners = [(); N].map(|()| TcpListener::bind("127.0.0.1:0").unwrap());
+    listeners.map(|l| l.local_addr().unwrap().port())
 }
 
 /// Run the binary with arguments and optional stdin.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{client_builder, free_port, metric_sum, try_raw_http, Gateway, BIN};
+use super::{client_builder, free_ports, metric_sum, try_raw_http, Gateway, BIN};
 
 pub(super) const READY_DEADLINE: Duration = Duration::from_secs(30);
 const STOP_DEADLINE: Duration = Duration::from_secs(10);
@@ -26,12 +26,13 @@ pub struct RunningGateway {
 }
 
 impl RunningGateway {
-    /// Start on fresh free ports. A port taken by someone else between `free_port` and the
+    /// Start on fresh free ports. A port taken by someone else between `free_ports` and the
     /// gateway's bind ("address in use") is retried on new ports, twice at most.
     pub(super) fn launch(&mut self) {
         for attempt in 1..=3 {
-            self.addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-            self.metrics_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            let [port, metrics_port] = free_ports();
+            self.addr = SocketAddr::from(([127, 0, 0, 1], port));
+            self.metrics_addr = SocketAddr::from(([127, 0, 0, 1], metrics_port));
             match self.spawn_and_wait() {
                 Ok(()) => {
                     self.client = self.build_client(false);
