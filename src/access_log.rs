@@ -13,6 +13,7 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 
 use crate::config::LogFormat;
+use crate::decimal::push_decimal;
 use crate::logs::{self, LogWriter};
 use crate::routes::Route;
 
@@ -235,22 +236,6 @@ fn push_debug_str(line: &mut String, text: &str) {
     }
 }
 
-/// `n` in decimal.
-fn push_decimal(line: &mut String, n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    digits[at..].iter().for_each(|d| line.push(char::from(*d)));
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -354,12 +339,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn decimals_and_debug_strings_as_the_formatter_writes_them() {
-        for n in [0, 7, 10, 200, 5678, u64::MAX] {
-            let mut text = String::new();
-            push_decimal(&mut text, n);
-            assert_eq!(text, n.to_string());
-        }
+    fn debug_strings_as_the_formatter_writes_them() {
         for s in ["", "/api/pool/rbd", "a\"b", "back\\slash", "ü", "tab\t"] {
             let mut text = String::new();
             push_debug_str(&mut text, s);

@@ -16,6 +16,7 @@ use pingora::{InvalidHTTPHeader, OrErr};
 
 use crate::auth::request::TOKEN_COOKIE;
 use crate::auth::UserToken;
+use crate::decimal::push_decimal;
 use crate::errors::GatewayError;
 use crate::headers::{carries_only, edit_request};
 use crate::upstream::Upstreams;
@@ -76,11 +77,7 @@ fn ip_text(ip: IpAddr) -> String {
         if i > 0 {
             text.push('.');
         }
-        for (place, shown) in [(100, octet >= 100), (10, octet >= 10), (1, true)] {
-            if shown {
-                text.push(char::from(b'0' + octet / place % 10));
-            }
-        }
+        push_decimal(&mut text, u64::from(octet));
     }
     text
 }

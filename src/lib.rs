@@ -33,6 +33,7 @@ mod auth;
 mod client_addr;
 pub mod config;
 mod connections;
+mod decimal;
 mod docs;
 mod errors;
 mod forward;

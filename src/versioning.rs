@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::decimal::push_decimal;
+
 /// A `major.minor` API version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ApiVersion {
@@ -26,28 +28,12 @@ impl ApiVersion {
         text.push_str("application/vnd.");
         text.push_str(vendor);
         text.push_str(".api.v");
-        push_number(&mut text, self.major);
+        push_decimal(&mut text, u64::from(self.major));
         text.push('.');
-        push_number(&mut text, self.minor);
+        push_decimal(&mut text, u64::from(self.minor));
         text.push_str("+json");
         text
     }
-}
-
-/// Appends `n` in decimal.
-fn push_number(text: &mut String, n: u16) {
-    let mut digits = [0u8; 5];
-    let mut start = digits.len();
-    let mut rest = n;
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    text.extend(digits[start..].iter().map(|d| char::from(*d)));
 }
 
 impl fmt::Display for ApiVersion {
