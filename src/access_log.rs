@@ -178,31 +178,32 @@ thread_local! {
 
 /// `now` as `tracing`'s `SystemTime` timer writes it: `2026-11-24T18:53:00.123456Z`.
 fn push_timestamp(line: &mut String, now: std::time::SystemTime) {
-    let since_epoch = now.duration_since(std::time::UNIX_EPOCH).ok();
-    let second = since_epoch.and_then(|d| {
-        let secs = d.as_secs();
-        SECOND.with_borrow_mut(|(cached, text)| {
-            if *cached != secs {
-                *text = second_text(secs)?;
-                *cached = secs;
-            }
-            line.push_str(text);
-            Some(())
-        })
+    let Ok(since_epoch) = now.duration_since(std::time::UNIX_EPOCH) else {
+        return push_timestamp_by_tracing(line);
+    };
+    let secs = since_epoch.as_secs();
+    let pushed = SECOND.with_borrow_mut(|(cached, text)| {
+        if *cached != secs {
+            *text = second_text(secs)?;
+            *cached = secs;
+        }
+        line.push_str(text);
+        Some(())
     });
-    match (second, since_epoch) {
-        (Some(()), Some(d)) => {
-            let micros = d.subsec_micros();
-            for place in [100_000, 10_000, 1_000, 100, 10, 1] {
-                line.push(char::from(b'0' + (micros / place % 10) as u8));
-            }
-            line.push('Z');
-        }
-        // Before 1970 or after 9999: tracing's own formatter (writing to a String cannot fail).
-        _ => {
-            let _ = SystemTime.format_time(&mut Writer::new(line));
-        }
+    if pushed.is_none() {
+        return push_timestamp_by_tracing(line);
     }
+    let micros = since_epoch.subsec_micros();
+    for place in [100_000, 10_000, 1_000, 100, 10, 1] {
+        line.push(char::from(b'0' + (micros / place % 10) as u8));
+    }
+    line.push('Z');
+}
+
+/// The time now through `tracing`'s own formatter, for times outside the years 1970-9999
+/// (writing to a String cannot fail).
+fn push_timestamp_by_tracing(line: &mut String) {
+    let _ = SystemTime.format_time(&mut Writer::new(line));
 }
 
 /// `2026-11-24T18:53:00.` for `secs` since the epoch; `None` past the four-digit years.
