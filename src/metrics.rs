@@ -45,6 +45,7 @@ pub struct Metrics {
     upstream_logins: IntCounterVec,
     state_up: IntGauge,
     state_errors: IntCounter,
+    state_revocations_refused: IntCounter,
     connections_refused: IntCounterVec,
     /// Build, certificate and configuration reloads.
     pub deployment: DeploymentMetrics,
@@ -147,6 +148,10 @@ impl Metrics {
             "clustergate_state_errors_total",
             "State store commands that failed or timed out",
         )?;
+        let state_revocations_refused = IntCounter::new(
+            "clustergate_state_revocations_refused_total",
+            "Revocations read from Redis without the deployment's signature, dropped",
+        )?;
         let connections_refused = IntCounterVec::new(
             Opts::new(
                 "clustergate_connections_refused_total",
@@ -168,6 +173,7 @@ impl Metrics {
         registry.register(Box::new(connections_refused.clone()))?;
         registry.register(Box::new(state_up.clone()))?;
         registry.register(Box::new(state_errors.clone()))?;
+        registry.register(Box::new(state_revocations_refused.clone()))?;
         registry.register(Box::new(upstream_up.clone()))?;
         registry.register(Box::new(upstream_active.clone()))?;
         registry.register(Box::new(lockouts.clone()))?;
@@ -200,6 +206,7 @@ impl Metrics {
             upstream_logins,
             state_up,
             state_errors,
+            state_revocations_refused,
             connections_refused,
             deployment: DeploymentMetrics::new(registry)?,
             logs: LogMetrics::new(registry)?,
@@ -307,6 +314,9 @@ impl Metrics {
         let counted = self.state_errors.get();
         self.state_errors
             .inc_by(health.errors().saturating_sub(counted));
+        let refused = self.state_revocations_refused.get();
+        self.state_revocations_refused
+            .inc_by(health.revocations_refused().saturating_sub(refused));
     }
 
     /// Every metric in Prometheus' text format.

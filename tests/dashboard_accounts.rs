@@ -180,17 +180,25 @@ async fn the_gateway_locks_a_guesser_out_before_the_dashboard_disables_the_accou
     assert_eq!(dashboard_login(dash, &user, password).await.status, 201);
 }
 
-/// The session's stored form in Redis (`<prefix>session:<jti>`), as another gateway finds it.
+/// The session's stored form in Redis (`<prefix>session:<jti>`), as another gateway finds
+/// it: sealed, so the dashboard token is not in clear in what Redis holds.
 fn stored_session(redis: &RedisServer, token: &str) -> Option<Value> {
     let jti = jwt_payload(token)["jti"].as_str().unwrap().to_string();
+    let key = format!("clustergate:session:{jti}");
     let out = std::process::Command::new("redis-cli")
         .args(["-u", &redis.url(), "--raw", "GET"])
-        .arg(format!("clustergate:session:{jti}"))
+        .arg(&key)
         .output()
         .unwrap();
     assert!(out.status.success(), "redis-cli: {out:?}");
-    let text = String::from_utf8(out.stdout).unwrap();
-    serde_json::from_str(text.trim()).ok()
+    let stored = String::from_utf8(out.stdout).unwrap();
+    let session: Value = serde_json::from_str(&unsealed(&key, stored.trim())?).unwrap();
+    let dashboard_token = session["token"].as_str().unwrap();
+    assert!(
+        !stored.contains(dashboard_token),
+        "in clear in redis: {stored}"
+    );
+    Some(session)
 }
 
 #[tokio::test]

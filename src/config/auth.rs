@@ -231,8 +231,7 @@ fn listed_keys(
     let mut keys: Vec<SigningKey> = Vec::with_capacity(entries.len());
     for (i, entry) in entries.iter().enumerate() {
         let key = format!("auth.signing_keys[{i}]");
-        let plain = |b: u8| b.is_ascii_alphanumeric() || b"._-".contains(&b);
-        if entry.kid.is_empty() || entry.kid.len() > 64 || !entry.kid.bytes().all(plain) {
+        if !valid_kid(&entry.kid) {
             errors.push(
                 at.file,
                 format!("{key}.kid"),
@@ -264,6 +263,12 @@ fn listed_keys(
         }
     }
     keys
+}
+
+/// A key id (signing or encryption keys): 1 to 64 letters, digits, '.', '_' or '-'.
+pub(super) fn valid_kid(kid: &str) -> bool {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"._-".contains(&b);
+    !kid.is_empty() && kid.len() <= 64 && kid.bytes().all(plain)
 }
 
 fn secret(errors: &mut ConfigErrors, at: &Source<'_>, key: &str, path: &str) -> Option<Secret> {

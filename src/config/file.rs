@@ -199,6 +199,15 @@ pub(super) struct RedisSection {
     pub key_prefix: String,
     pub connect_timeout_ms: u64,
     pub command_timeout_ms: u64,
+    pub encryption_keys: Vec<EncryptionKeyEntry>,
+}
+
+/// One of `state.redis.encryption_keys`: a key id and the file of its secret.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EncryptionKeyEntry {
+    pub kid: String,
+    pub secret_file: String,
 }
 
 impl Default for RedisSection {
@@ -211,6 +220,7 @@ impl Default for RedisSection {
             key_prefix: "clustergate:".into(),
             connect_timeout_ms: 1000,
             command_timeout_ms: 500,
+            encryption_keys: Vec::new(),
         }
     }
 }

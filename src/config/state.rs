@@ -1,12 +1,16 @@
 //! `[state]`: where revocations, lockouts and the service account's token live: this
 //! process's memory (one gateway), or a Redis every gateway of a deployment shares.
 
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::time::Duration;
 
-use super::file::{RedisSection, StateSection};
+use super::auth::valid_kid;
+use super::file::{EncryptionKeyEntry, RedisSection, StateSection};
 use super::parse::Source;
 use super::ConfigErrors;
-use crate::state::{RedisSettings, StateConfig};
+use crate::secrets::{Secret, SecretError};
+use crate::state::{EncryptionKey, RedisSettings, StateConfig};
 
 pub(super) fn validate(
     errors: &mut ConfigErrors,
@@ -77,6 +81,7 @@ fn redis_settings(
         }
         (None, _) => None,
     };
+    let encryption_keys = encryption_keys(errors, at, &redis.encryption_keys);
     if errors.0.len() > before {
         return None;
     }
@@ -88,6 +93,87 @@ fn redis_settings(
         key_prefix: redis.key_prefix,
         connect_timeout: Duration::from_millis(redis.connect_timeout_ms),
         command_timeout: Duration::from_millis(redis.command_timeout_ms),
+        encryption_keys,
+    })
+}
+
+const ENCRYPTION_KEYS: &str = "state.redis.encryption_keys";
+
+/// The keys that seal tokens in Redis and sign revocations, the first sealing. Required:
+/// every gateway of a deployment must read the same files, so none is generated.
+fn encryption_keys(
+    errors: &mut ConfigErrors,
+    at: &Source<'_>,
+    entries: &[EncryptionKeyEntry],
+) -> Vec<EncryptionKey> {
+    if entries.is_empty() {
+        errors.push(at.file, ENCRYPTION_KEYS, "must list at least one key, the same on every gateway: `encryption_keys = [{ kid = \"1\", secret_file = \"redis.key\" }]`, with the file made by `head -c 32 /dev/urandom | base64 > redis.key && chmod 600 redis.key`");
+    }
+    let mut keys: Vec<EncryptionKey> = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let key = format!("{ENCRYPTION_KEYS}[{i}]");
+        if !valid_kid(&entry.kid) {
+            let message = format!(
+                "{:?} must be 1 to 64 letters, digits, '.', '_' or '-'",
+                entry.kid
+            );
+            errors.push(at.file, format!("{key}.kid"), message);
+        } else if keys.iter().any(|k| k.kid == entry.kid) {
+            let message = format!("{:?} is listed twice", entry.kid);
+            errors.push(at.file, format!("{key}.kid"), message);
+        } else if let Some(secret) = private_secret(
+            errors,
+            at,
+            &format!("{key}.secret_file"),
+            &entry.secret_file,
+        ) {
+            keys.push(EncryptionKey {
+                kid: entry.kid.clone(),
+                secret,
+            });
+        }
+    }
+    keys
+}
+
+/// A secret file only its owner can read, of at least 32 bytes.
+fn private_secret(
+    errors: &mut ConfigErrors,
+    at: &Source<'_>,
+    key: &str,
+    file: &str,
+) -> Option<Secret> {
+    let path = at.resolve(file);
+    if let Some(problem) = readable_by_others(&path) {
+        errors.push(at.file, key, problem);
+        return None;
+    }
+    let message = |e: SecretError| {
+        match e {
+        SecretError::TooShort { len, min, .. } => format!(
+            "{} holds {len} bytes; an encryption key needs at least {min}: `head -c 32 /dev/urandom | base64 > {}`",
+            path.display(),
+            path.display()
+        ),
+        other => other.to_string(),
+    }
+    };
+    crate::secrets::read_secret(&path)
+        .map_err(|e| errors.push(at.file, key, message(e)))
+        .ok()
+}
+
+/// Why `path` is readable by more than its owner, with the fix; `None` if it is not (or it
+/// cannot be read at all: reading it says why).
+fn readable_by_others(path: &Path) -> Option<String> {
+    let mode = std::fs::metadata(path).ok()?.permissions().mode();
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "{} is readable by group or others (mode {:o}): `chmod 600 {}`",
+            path.display(),
+            mode & 0o777,
+            path.display()
+        )
     })
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use crate::state::StateConfig;
@@ -368,12 +369,23 @@ fn the_state_section_is_checked() {
     let d = dir();
     let c = parse("", d.path()).unwrap();
     assert!(matches!(c.state, StateConfig::Memory));
+    let key = d.path().join("redis.key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let redis = parse(
-        "[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"redis://127.0.0.1:6379\"",
+        "[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"redis://127.0.0.1:6379\"\nencryption_keys = [{ kid = \"2\", secret_file = \"redis.key\" }, { kid = \"1\", secret_file = \"redis.key\" }]",
         d.path(),
     )
     .unwrap();
-    assert!(matches!(redis.state, StateConfig::Redis(_)));
+    let StateConfig::Redis(settings) = redis.state else {
+        panic!("not redis")
+    };
+    let kids: Vec<&str> = settings
+        .encryption_keys
+        .iter()
+        .map(|k| k.kid.as_str())
+        .collect();
+    assert_eq!(kids, ["2", "1"], "in the listed order: the first seals");
     let cases = [
         ("[state]\nbackend = \"etcd\"", "state.backend"),
         ("[state]\nbackend = \"redis\"", "state.redis"),
@@ -386,6 +398,70 @@ fn the_state_section_is_checked() {
     for (text, key) in cases {
         assert!(parse(text, d.path()).unwrap_err().mentions(key), "{text}");
     }
+}
+
+/// Item 10: the key files that seal tokens in Redis are required with the redis backend
+/// (every gateway must read the same ones) and checked like secrets.
+#[test]
+fn redis_encryption_keys_are_required_and_checked() {
+    let d = dir();
+    let write = |name: &str, text: &str, mode: u32| {
+        let path = d.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    write("good.key", "0123456789abcdef0123456789abcdef", 0o600);
+    write("short.key", "0123456789", 0o600);
+    write("shared.key", "0123456789abcdef0123456789abcdef", 0o640);
+    let with = |keys: &str| {
+        format!("[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"redis://x\"\nencryption_keys = {keys}")
+    };
+    let key = "state.redis.encryption_keys";
+    let cases = [
+        ("[]".to_string(), key.to_string(), "at least one key"),
+        (
+            r#"[{ kid = "a b", secret_file = "good.key" }]"#.into(),
+            format!("{key}[0].kid"),
+            "letters",
+        ),
+        (
+            r#"[{ kid = "a", secret_file = "good.key" }, { kid = "a", secret_file = "good.key" }]"#
+                .into(),
+            format!("{key}[1].kid"),
+            "twice",
+        ),
+        (
+            r#"[{ kid = "a", secret_file = "absent.key" }]"#.into(),
+            format!("{key}[0].secret_file"),
+            "absent.key",
+        ),
+        (
+            r#"[{ kid = "a", secret_file = "short.key" }]"#.into(),
+            format!("{key}[0].secret_file"),
+            "at least 32",
+        ),
+        (
+            r#"[{ kid = "a", secret_file = "shared.key" }]"#.into(),
+            format!("{key}[0].secret_file"),
+            "chmod 600",
+        ),
+    ];
+    for (keys, key, says) in cases {
+        let e = parse(&with(&keys), d.path()).unwrap_err();
+        assert!(
+            e.mentions(&key) && e.to_string().contains(says),
+            "{keys}: {e}"
+        );
+    }
+    // Without the list at all.
+    let e = parse(
+        "[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"redis://x\"",
+        d.path(),
+    )
+    .unwrap_err();
+    assert!(e.mentions(key), "{e}");
+    // The memory backend needs none.
+    assert!(parse("[state]\nbackend = \"memory\"", d.path()).is_ok());
 }
 
 #[test]

@@ -9,6 +9,8 @@ pub struct StoreHealth {
     /// The local copy of the revocations follows the shared store.
     in_sync: AtomicBool,
     errors: AtomicU64,
+    /// Revocation messages or keys not signed with the deployment's key, dropped.
+    revocations_refused: AtomicU64,
 }
 
 impl StoreHealth {
@@ -18,6 +20,7 @@ impl StoreHealth {
             commands: AtomicBool::new(true),
             in_sync: AtomicBool::new(true),
             errors: AtomicU64::new(0),
+            revocations_refused: AtomicU64::new(0),
         }
     }
 
@@ -27,6 +30,7 @@ impl StoreHealth {
             commands: AtomicBool::new(false),
             in_sync: AtomicBool::new(false),
             errors: AtomicU64::new(0),
+            revocations_refused: AtomicU64::new(0),
         }
     }
 
@@ -41,6 +45,16 @@ impl StoreHealth {
     /// Errors since start.
     pub fn errors(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
+    }
+
+    /// Revocations dropped since start: not signed with the deployment's key.
+    pub fn revocations_refused(&self) -> u64 {
+        self.revocations_refused.load(Ordering::Relaxed)
+    }
+
+    /// Counts one more dropped revocation; the count with it.
+    pub(super) fn revocation_refused(&self) -> u64 {
+        self.revocations_refused.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     pub(super) fn command_succeeded(&self) {

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use self::redis::{RedisSettings, RevocationFeed};
+pub use self::redis::{EncryptionKey, RedisSettings, RevocationFeed};
 pub use failed_logins::{BucketRate, MemoryFailedLogins, Take};
 pub use health::StoreHealth;
 pub use memory::{MemoryLockouts, MemoryRevocations, MemoryUpstreamTokens};

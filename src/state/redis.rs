@@ -4,17 +4,21 @@
 //!   Every gateway keeps a local copy, fed by a push (`PUBLISH` on revoke, followed by
 //!   [`RevocationFeed`]), so a token check costs no round trip. On every (re)connection the
 //!   feed subscribes first and then reads the live set, and until it has, the copy is not
-//!   trusted: checks fail closed.
+//!   trusted: checks fail closed. Messages and keys are signed with the deployment's key
+//!   (`sealed`): what anyone else publishes or writes is dropped and counted.
 //! - Lockouts: one hash per username, counted by a Lua script so that gateways count as one.
 //! - Failed logins per client: one key per client's bucket, expiring once it is full
 //!   again (`failed_logins`).
 //! - The service account's token: one key, kept locally until due; one gateway logs in at a
 //!   time (a short `SET NX` claim).
+//! - Tokens (the service account's, the users' sessions) are sealed with the deployment's
+//!   key (`sealed`): Redis never holds a credential in clear.
 //!
 //! Every command is bounded by `command_timeout`; a Redis that is down is `Unavailable`,
 //! never a hang, and the connection comes back by itself.
 
 mod failed_logins;
+mod sealed;
 mod user_sessions;
 
 use std::sync::{Arc, LazyLock, RwLock};
@@ -27,6 +31,7 @@ use pingora::services::background::BackgroundService;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Script};
 
+use self::sealed::Sealer;
 use super::memory::MemoryRevocations;
 use super::{
     Lockouts, Revocations, StateError, StoreHealth, Stores, UnixTime, UpstreamToken,
@@ -48,6 +53,15 @@ pub struct RedisSettings {
     pub key_prefix: String,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
+    /// `state.redis.encryption_keys`, the sealing one first; never empty.
+    pub encryption_keys: Vec<EncryptionKey>,
+}
+
+/// One key file of `state.redis.encryption_keys`, shared by every gateway of a deployment.
+#[derive(Debug, Clone)]
+pub struct EncryptionKey {
+    pub kid: String,
+    pub secret: Secret,
 }
 
 /// How long a failure count is kept without a new failure (a lock keeps it longer).
@@ -97,6 +111,7 @@ struct Redis {
     connect_timeout: Duration,
     command_timeout: Duration,
     health: Arc<StoreHealth>,
+    sealer: Sealer,
 }
 
 impl Redis {
@@ -123,6 +138,9 @@ impl Redis {
             None => Client::open(info),
         }
         .map_err(invalid)?;
+        let keys = settings.encryption_keys.iter();
+        let sealer = Sealer::new(keys.map(|k| (k.kid.as_str(), k.secret.expose())))
+            .ok_or_else(|| StateError::Settings("no encryption key".into()))?;
         Ok(Redis {
             client,
             manager: tokio::sync::OnceCell::new(),
@@ -130,6 +148,7 @@ impl Redis {
             connect_timeout: settings.connect_timeout,
             command_timeout: settings.command_timeout,
             health: Arc::new(StoreHealth::starting()),
+            sealer,
         })
     }
 
@@ -139,6 +158,20 @@ impl Redis {
 
     fn revocations_channel(&self) -> String {
         format!("{}revocations", self.prefix)
+    }
+
+    /// `plain` sealed for `key`.
+    fn seal(&self, key: &str, plain: &str) -> Result<String, StateError> {
+        self.sealer
+            .seal(key, plain.as_bytes())
+            .map_err(|_| StateError::Unavailable("cannot seal a value for redis".into()))
+    }
+
+    /// What was sealed for `key`; `None` for what no listed key opens (an old key taken off
+    /// the list, or not written by this deployment): absent, so a user logs in again.
+    fn open(&self, key: &str, stored: &str) -> Option<String> {
+        let plain = self.sealer.open(key, stored);
+        plain.and_then(|p| String::from_utf8(p).ok())
     }
 
     async fn connection(&self) -> Result<ConnectionManager, redis::RedisError> {
@@ -220,18 +253,20 @@ impl Revocations for RedisRevocations {
         if until < now {
             return Ok(()); // already expired: nothing left to revoke
         }
+        let channel = self.redis.revocations_channel();
+        let signed = self.redis.sealer.sign(&channel, &format!("{until} {jti}"));
         let mut atomic = redis::pipe();
         atomic
             .atomic()
             .cmd("SET")
             .arg(self.redis.key("revoked", jti))
-            .arg(1)
+            .arg(&signed)
             .arg("EXAT")
             .arg(until)
             .ignore()
             .cmd("PUBLISH")
-            .arg(self.redis.revocations_channel())
-            .arg(format!("{until} {jti}"))
+            .arg(channel)
+            .arg(&signed)
             .ignore();
         self.redis
             .bounded("revoke", async {
@@ -288,46 +323,43 @@ impl RedisRevocations {
         Ok(loaded)
     }
 
+    /// Applies the revocations kept in `keys` (each holds its signed message).
     async fn load_keys(&self, keys: &[String], now: UnixTime) -> Result<usize, StateError> {
         if keys.is_empty() {
             return Ok(0);
         }
-        let mut expiries = redis::pipe();
-        for key in keys {
-            expiries.cmd("EXPIRETIME").arg(key);
-        }
-        let until: Vec<i64> = self
-            .redis
-            .bounded("expiretime", async {
-                let mut connection = self.redis.connection().await?;
-                expiries.query_async(&mut connection).await
-            })
-            .await?;
-        let prefix = self.redis.key("revoked", "");
+        let messages: Vec<Option<String>> =
+            self.redis.run("mget", redis::cmd("MGET").arg(keys)).await?;
         let mut loaded = 0;
-        for (key, until) in keys.iter().zip(until) {
-            // -1: no expiry (not ours); -2: gone meanwhile.
-            let (Some(jti), Ok(until)) = (key.strip_prefix(&prefix), UnixTime::try_from(until))
-            else {
-                continue;
-            };
-            self.local.revoke(jti, until, now).await?;
-            loaded += 1;
+        for message in messages.iter().flatten() {
+            loaded += usize::from(self.apply(message, now).await);
         }
         Ok(loaded)
     }
 
-    /// A message of the revocations channel: `"<until> <jti>"`.
-    async fn apply(&self, message: &str) {
-        let Some((until, jti)) = message.split_once(' ') else {
-            return;
+    /// Applies a signed `"<until> <jti>"` (from the channel or a key); whether it was one.
+    /// Anything else is dropped, counted, and logged without its content.
+    async fn apply(&self, signed: &str, now: UnixTime) -> bool {
+        let channel = self.redis.revocations_channel();
+        let revocation = self.redis.sealer.verify(&channel, signed).and_then(|m| {
+            let (until, jti) = m.split_once(' ')?;
+            Some((until.parse::<UnixTime>().ok()?, jti))
+        });
+        let Some((until, jti)) = revocation else {
+            let forged = self.redis.health.revocation_refused();
+            // Logged at the 1st, 2nd, 4th, 8th... so a flood cannot flood the log.
+            if forged.is_power_of_two() {
+                tracing::warn!(
+                    refused = forged,
+                    "a revocation not signed with this deployment's key was dropped"
+                );
+            }
+            return false;
         };
-        let Ok(until) = until.parse::<UnixTime>() else {
-            return;
-        };
-        if let Err(e) = self.local.revoke(jti, until, super::unix_now()).await {
+        if let Err(e) = self.local.revoke(jti, until, now).await {
             tracing::error!(error = %e, "cannot keep a revocation locally");
         }
+        true
     }
 }
 
@@ -370,9 +402,8 @@ impl RevocationFeed {
                 _ = shutdown.changed() => return Ok(()),
                 message = messages.next() => match message {
                     Some(message) => {
-                        if let Ok(text) = message.get_payload::<String>() {
-                            self.revocations.apply(&text).await;
-                        }
+                        let text = message.get_payload::<String>().unwrap_or_default();
+                        self.revocations.apply(&text, super::unix_now()).await;
                     }
                     None => return Err(StateError::Unavailable("redis feed: connection closed".into())),
                 },
@@ -497,27 +528,12 @@ return 0
     )
 });
 
-/// Deletes the stored token (`<renew_at> <token>`, KEYS[1]) if it is still ARGV[1].
-static DISCARD_TOKEN: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-local stored = redis.call('GET', KEYS[1])
-if stored then
-  local space = string.find(stored, ' ', 1, true)
-  if space and string.sub(stored, space + 1) == ARGV[1] then
-    return redis.call('DEL', KEYS[1])
-  end
-end
-return 0
-"#,
-    )
-});
-
 /// How long a stored token outlives its renewal time (the dashboard's tokens expire a
 /// fifth of their lifetime, at most 5 minutes, after it).
 const TOKEN_KEPT_PAST_RENEWAL: u64 = 300;
 
-/// The service account's token: one key, `<renew_at or 0> <token>`, kept locally until due.
+/// The service account's token: one key, `<renew_at or 0> <token>` sealed, kept locally
+/// until due.
 pub struct RedisUpstreamTokens {
     redis: Arc<Redis>,
     local: RwLock<Option<UpstreamToken>>,
@@ -548,6 +564,19 @@ impl RedisUpstreamTokens {
             renew_at: (renew_at > 0).then_some(renew_at),
         })
     }
+
+    /// The stored value as Redis holds it, and the token it seals (none if no key opens it).
+    async fn stored(&self) -> Result<Option<(String, UpstreamToken)>, StateError> {
+        let key = self.redis.key("upstream", "token");
+        let stored: Option<String> = self
+            .redis
+            .run("upstream token", redis::cmd("GET").arg(&key))
+            .await?;
+        Ok(stored.and_then(|sealed| {
+            let token = Self::decode(&self.redis.open(&key, &sealed)?)?;
+            Some((sealed, token))
+        }))
+    }
 }
 
 #[async_trait]
@@ -556,23 +585,17 @@ impl UpstreamTokens for RedisUpstreamTokens {
         if let Some(token) = self.local().filter(|t| !t.due(now)) {
             return Ok(Some(token));
         }
-        let key = self.redis.key("upstream", "token");
-        let stored: Option<String> = self
-            .redis
-            .run("upstream token", redis::cmd("GET").arg(key))
-            .await?;
-        let token = stored
-            .as_deref()
-            .and_then(Self::decode)
-            .filter(|t| !t.due(now));
+        let token = self.stored().await?.map(|(_, token)| token);
+        let token = token.filter(|t| !t.due(now));
         self.set_local(token.clone());
         Ok(token)
     }
 
     async fn store(&self, token: UpstreamToken) -> Result<(), StateError> {
+        let key = self.redis.key("upstream", "token");
+        let sealed = self.redis.seal(&key, &Self::encode(&token))?;
         let mut set = redis::cmd("SET");
-        set.arg(self.redis.key("upstream", "token"))
-            .arg(Self::encode(&token));
+        set.arg(key).arg(sealed);
         if let Some(renew_at) = token.renew_at {
             set.arg("EXAT").arg(renew_at + TOKEN_KEPT_PAST_RENEWAL);
         }
@@ -585,10 +608,15 @@ impl UpstreamTokens for RedisUpstreamTokens {
         if self.local().is_some_and(|t| &*t.token == token) {
             self.set_local(None);
         }
-        let key = self.redis.key("upstream", "token");
-        self.redis
-            .run_script::<i64>("upstream token", &DISCARD_TOKEN, key, token)
-            .await?;
+        // Deleted only if Redis still holds what was read: a token stored meanwhile stays.
+        if let Some((sealed, stored)) = self.stored().await? {
+            if &*stored.token == token {
+                let key = self.redis.key("upstream", "token");
+                self.redis
+                    .run_script::<i64>("upstream token", &DELETE_IF_EQUAL, key, sealed)
+                    .await?;
+            }
+        }
         Ok(())
     }
 
@@ -624,8 +652,8 @@ mod tests {
 
     use super::*;
     use crate::client_addr::ClientNet;
-    use crate::state::redis_server::RedisServer;
-    use crate::state::{contract, BucketRate, Take};
+    use crate::state::redis_server::{self, RedisServer};
+    use crate::state::{contract, BucketRate, Take, UserSession};
 
     const COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -638,7 +666,36 @@ mod tests {
             key_prefix: prefix.into(),
             connect_timeout: Duration::from_millis(300),
             command_timeout: COMMAND_TIMEOUT,
+            encryption_keys: vec![encryption_key(
+                redis_server::ENCRYPTION_KID,
+                redis_server::ENCRYPTION_SECRET,
+            )],
         }
+    }
+
+    fn encryption_key(kid: &str, secret: &str) -> EncryptionKey {
+        EncryptionKey {
+            kid: kid.into(),
+            secret: Secret::new(secret.as_bytes().to_vec()),
+        }
+    }
+
+    /// A connection as Redis' `default` user, to read and write what the gateway does not.
+    async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+        Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    async fn raw_get(server: &RedisServer, key: &str) -> String {
+        let value: Option<String> = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut raw(server).await)
+            .await
+            .unwrap();
+        value.unwrap_or_else(|| panic!("{key} is not in redis"))
     }
 
     /// A gateway's stores, with its revocation feed running until the sender drops.
@@ -648,7 +705,11 @@ mod tests {
     }
 
     async fn gateway(server: &RedisServer, prefix: &str) -> Gateway {
-        let stores = stores(settings(server, prefix)).unwrap();
+        gateway_with(settings(server, prefix)).await
+    }
+
+    async fn gateway_with(settings: RedisSettings) -> Gateway {
+        let stores = stores(settings).unwrap();
         let (stop, watch) = tokio::sync::watch::channel(false);
         let feed = stores.feed.clone().unwrap();
         tokio::spawn(async move { feed.start(watch).await });
@@ -909,5 +970,300 @@ mod tests {
         let c = stores(settings(&server, "cg:")).unwrap().upstream_tokens;
         assert_eq!(c.current(now).await.unwrap(), None);
         assert!(a.current(now).await.unwrap().is_some());
+    }
+
+    const DASHBOARD_TOKEN: &str = "eyJhbGciOiJIUzI1NiJ9.eyJ1c2VybmFtZSI6ImFkbWluIn0.c2lnbmF0dXJl";
+
+    fn session(until: UnixTime) -> UserSession {
+        UserSession {
+            username: "admin".into(),
+            dashboard_token: DASHBOARD_TOKEN.into(),
+            permissions: None,
+            until,
+        }
+    }
+
+    /// Item 10: what Redis holds of a token does not show it; a sealed value moved to
+    /// another key opens nowhere (absent, no error).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tokens_in_redis_are_sealed_and_bound_to_their_key() {
+        let server = RedisServer::start();
+        let stores = stores(settings(&server, "cg:")).unwrap();
+        let now = crate::state::unix_now();
+        let service = UpstreamToken {
+            token: DASHBOARD_TOKEN.into(),
+            renew_at: Some(now + 600),
+        };
+        stores.upstream_tokens.store(service.clone()).await.unwrap();
+        stores
+            .user_sessions
+            .open("j1", &session(now + 600), now)
+            .await
+            .unwrap();
+        let mut redis = raw(&server).await;
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert_eq!(keys.len(), 2, "{keys:?}");
+        for key in &keys {
+            let stored = raw_get(&server, key).await;
+            for part in DASHBOARD_TOKEN.split('.') {
+                assert!(
+                    !stored.contains(part),
+                    "{key} holds the token in clear: {stored}"
+                );
+            }
+        }
+        // Another gateway reads them.
+        let other = super::stores(settings(&server, "cg:")).unwrap();
+        assert_eq!(
+            other.upstream_tokens.current(now).await.unwrap(),
+            Some(service)
+        );
+        let found = other.user_sessions.find("j1", now).await.unwrap();
+        assert_eq!(found, Some(session(now + 600)));
+        // j1's session copied under j2: not j2's.
+        let sealed = raw_get(&server, "cg:session:j1").await;
+        redis::cmd("SET")
+            .arg("cg:session:j2")
+            .arg(&sealed)
+            .query_async::<()>(&mut redis)
+            .await
+            .unwrap();
+        assert_eq!(other.user_sessions.find("j2", now).await.unwrap(), None);
+        // Written in clear (as before sealing): absent, not an error.
+        redis::cmd("SET")
+            .arg("cg:upstream:token")
+            .arg(format!("0 {DASHBOARD_TOKEN}"))
+            .query_async::<()>(&mut redis)
+            .await
+            .unwrap();
+        let fresh = super::stores(settings(&server, "cg:")).unwrap();
+        assert_eq!(fresh.upstream_tokens.current(now).await.unwrap(), None);
+    }
+
+    /// Item 10: a key put first seals from then on; values and revocations of the old key
+    /// are still read while it is listed, and absent once it is not.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_value_sealed_with_an_old_key_is_read_after_a_new_key_is_put_first() {
+        let server = RedisServer::start();
+        let with_keys = |keys: &[(&str, &str)]| RedisSettings {
+            encryption_keys: keys.iter().map(|(k, s)| encryption_key(k, s)).collect(),
+            ..settings(&server, "cg:")
+        };
+        let old = ("old", "the old key of the deployment, 32 bytes or more");
+        let new = ("new", "the new key of the deployment, 32 bytes or more");
+        let now = crate::state::unix_now();
+        let before = gateway_with(with_keys(&[old])).await;
+        let token = UpstreamToken {
+            token: "service-token".into(),
+            renew_at: Some(now + 600),
+        };
+        before
+            .stores
+            .upstream_tokens
+            .store(token.clone())
+            .await
+            .unwrap();
+        let user = session(now + 600);
+        before
+            .stores
+            .user_sessions
+            .open("j1", &user, now)
+            .await
+            .unwrap();
+        before
+            .stores
+            .revocations
+            .revoke("gone", now + 600, now)
+            .await
+            .unwrap();
+
+        let rotated = gateway_with(with_keys(&[new, old])).await;
+        let upstream = &rotated.stores.upstream_tokens;
+        assert_eq!(upstream.current(now).await.unwrap(), Some(token));
+        let found = rotated.stores.user_sessions.find("j1", now).await;
+        assert_eq!(found.unwrap(), Some(user.clone()));
+        assert!(rotated
+            .stores
+            .revocations
+            .is_revoked("gone", now)
+            .await
+            .unwrap());
+        // What the rotated gateway writes is sealed with the new key...
+        rotated
+            .stores
+            .user_sessions
+            .open("j2", &user, now)
+            .await
+            .unwrap();
+        assert!(raw_get(&server, "cg:session:j2").await.starts_with("new:"));
+        // ...and once the old key is off the list, what it sealed is absent: log in again.
+        let after = gateway_with(with_keys(&[new])).await;
+        assert_eq!(
+            after.stores.user_sessions.find("j1", now).await.unwrap(),
+            None
+        );
+        assert_eq!(
+            after.stores.user_sessions.find("j2", now).await.unwrap(),
+            Some(user)
+        );
+        assert_eq!(
+            after.stores.upstream_tokens.current(now).await.unwrap(),
+            None
+        );
+    }
+
+    /// Item 10: whoever can PUBLISH on the channel (or write a revocation key) without the
+    /// deployment's key revokes nothing; a genuine message replayed with another `until`
+    /// or on another deployment's channel neither. Each is dropped and counted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn forged_revocations_are_dropped_and_counted() {
+        let server = RedisServer::start();
+        let a = gateway(&server, "cg:").await;
+        let b = gateway(&server, "cg:").await;
+        let now = crate::state::unix_now();
+        a.stores
+            .revocations
+            .revoke("genuine", now + 60, now)
+            .await
+            .unwrap();
+        let genuine = raw_get(&server, "cg:revoked:genuine").await;
+        let other_key = RedisSettings {
+            encryption_keys: vec![encryption_key(
+                redis_server::ENCRYPTION_KID,
+                "another deployment's key, 32 bytes or more",
+            )],
+            ..settings(&server, "cg:")
+        };
+        let other_sealer = Redis::new(other_key).unwrap().sealer;
+        let other_deployment = Redis::new(settings(&server, "other:")).unwrap().sealer;
+        let forged = [
+            format!("{} victim", now + 60),
+            format!(
+                "{ENCRYPTION_KID}:AAAA {} victim",
+                now + 60,
+                ENCRYPTION_KID = redis_server::ENCRYPTION_KID
+            ),
+            other_sealer.sign("cg:revocations", &format!("{} victim", now + 60)),
+            other_deployment.sign("other:revocations", &format!("{} victim", now + 60)),
+            // The genuine message with `until` moved: its signature no longer holds.
+            genuine.replace(&format!("{} ", now + 60), &format!("{} ", now + 3600)),
+            "\u{0}".into(),
+        ];
+        let mut redis = raw(&server).await;
+        for message in &forged {
+            redis::cmd("PUBLISH")
+                .arg("cg:revocations")
+                .arg(message)
+                .query_async::<()>(&mut redis)
+                .await
+                .unwrap();
+        }
+        // A key written without the deployment's key is not loaded either.
+        redis::cmd("SET")
+            .arg("cg:revoked:victim")
+            .arg(1)
+            .arg("EX")
+            .arg(60)
+            .query_async::<()>(&mut redis)
+            .await
+            .unwrap();
+        // Messages on a channel arrive in order: once this one is in, the forged ones were.
+        a.stores
+            .revocations
+            .revoke("marker", now + 60, now)
+            .await
+            .unwrap();
+        let revocations = &b.stores.revocations;
+        let revoked =
+            |jti: &'static str| async move { revocations.is_revoked(jti, now).await.unwrap() };
+        let started = Instant::now();
+        while !revoked("marker").await {
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "the marker never came"
+            );
+            tokio::task::yield_now().await;
+        }
+        assert!(!revoked("victim").await, "a forged message revoked a token");
+        assert!(revoked("genuine").await);
+        assert_eq!(b.stores.health.revocations_refused(), forged.len() as u64);
+        // A gateway that starts now loads the genuine keys and refuses the forged one.
+        let c = gateway(&server, "cg:").await;
+        assert!(c
+            .stores
+            .revocations
+            .is_revoked("genuine", now)
+            .await
+            .unwrap());
+        assert!(!c
+            .stores
+            .revocations
+            .is_revoked("victim", now)
+            .await
+            .unwrap());
+        assert_eq!(c.stores.health.revocations_refused(), 1);
+    }
+
+    /// Item 10: the Redis user of deploy/redis/clustergate.acl (as the README has operators
+    /// create it) can do all a gateway does: every store's contract, and a logout on one
+    /// gateway reaching another.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_shipped_acl_user_can_do_all_a_gateway_does() {
+        let server = RedisServer::start();
+        let password = std::fs::read(server.gateway_password_file()).unwrap();
+        let key = crate::secrets::read_secret(&server.encryption_key_file()).unwrap();
+        let acl_user = || RedisSettings {
+            username: Some(redis_server::GATEWAY_USER.into()),
+            password: Some(Secret::new(password.clone())),
+            encryption_keys: vec![EncryptionKey {
+                kid: redis_server::ENCRYPTION_KID.into(),
+                secret: key.clone(),
+            }],
+            ..settings(&server, redis_server::GATEWAY_PREFIX)
+        };
+        let a = gateway_with(acl_user()).await;
+        contract::revocations(a.stores.revocations.as_ref()).await;
+        contract::lockouts(a.stores.lockouts.as_ref()).await;
+        contract::failed_logins(a.stores.failed_logins.as_ref()).await;
+        contract::upstream_tokens(a.stores.upstream_tokens.as_ref()).await;
+        contract::user_sessions(a.stores.user_sessions.as_ref()).await;
+        let b = gateway_with(acl_user()).await;
+        let now = crate::state::unix_now();
+        a.stores
+            .revocations
+            .revoke("logged-out", now + 60, now)
+            .await
+            .unwrap();
+        let started = Instant::now();
+        while !b
+            .stores
+            .revocations
+            .is_revoked("logged-out", now)
+            .await
+            .unwrap()
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "never reached B"
+            );
+            tokio::task::yield_now().await;
+        }
+        // The user reaches nothing outside the deployment's keys.
+        let outside = RedisSettings {
+            key_prefix: "elsewhere:".into(),
+            ..acl_user()
+        };
+        let elsewhere = super::stores(outside).unwrap();
+        let refused = elsewhere.lockouts.record_failure("admin", now).await;
+        assert!(
+            matches!(refused, Err(StateError::Unavailable(_))),
+            "{refused:?}"
+        );
+        assert_eq!(a.stores.health.errors(), 0, "a command the ACL refused");
+        assert_eq!(b.stores.health.errors(), 0, "a command the ACL refused");
     }
 }

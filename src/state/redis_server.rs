@@ -1,14 +1,33 @@
 //! A real `redis-server` for tests (Debian's package), on 127.0.0.1 and a free port, in its
 //! own folder, stopped by its pid. Shared by the unit tests of the Redis stores and by the
 //! integration tests (`tests/common/redis.rs` includes this file).
+//!
+//! Its users: `default` (everything, for the tests' own reads) and the gateways' user as
+//! shipped in `deploy/redis/clustergate.acl`, with [`GATEWAY_PASSWORD`]. The folder also
+//! holds what every gateway of the test deployment shares: that password's file and the
+//! encryption key file (both owner-only).
 
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a started server may take to accept connections.
 const START_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The Redis user the gateways use, as the README tells operators to create it.
+pub const GATEWAY_ACL: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/deploy/redis/clustergate.acl"
+));
+pub const GATEWAY_USER: &str = "clustergate";
+pub const GATEWAY_PASSWORD: &str = "the-gateways-redis-password";
+/// The key prefix the shipped ACL allows (`state.redis.key_prefix`'s default).
+pub const GATEWAY_PREFIX: &str = "clustergate:";
+/// The test deployment's encryption key (`state.redis.encryption_keys`).
+pub const ENCRYPTION_KID: &str = "test-1";
+pub const ENCRYPTION_SECRET: &str = "a test deployment's redis key, 32 bytes or more";
 
 pub struct RedisServer {
     pub port: u16,
@@ -48,6 +67,22 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// The file with [`GATEWAY_PASSWORD`], as `state.redis.password_file` reads it.
+    pub fn gateway_password_file(&self) -> PathBuf {
+        self.private_file("gateway.pass", GATEWAY_PASSWORD)
+    }
+
+    /// The file with [`ENCRYPTION_SECRET`], as `state.redis.encryption_keys` reads it.
+    pub fn encryption_key_file(&self) -> PathBuf {
+        self.private_file("gateway.key", ENCRYPTION_SECRET)
+    }
+
+    fn private_file(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        write_private(&path, contents);
+        path
+    }
+
     fn binary() -> PathBuf {
         let path = PathBuf::from("/usr/bin/redis-server");
         assert!(
@@ -59,6 +94,12 @@ impl RedisServer {
 
     fn launch(&mut self) {
         let append_only = if self.persistent { "yes" } else { "no" };
+        let users = self.dir.path().join("users.acl");
+        let gateway = GATEWAY_ACL.trim_end();
+        write_private(
+            &users,
+            &format!("user default on nopass ~* &* +@all\n{gateway} >{GATEWAY_PASSWORD}\n"),
+        );
         let child = Command::new(Self::binary())
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args([
@@ -71,6 +112,8 @@ impl RedisServer {
             ])
             .arg("--dir")
             .arg(self.dir.path())
+            .arg("--aclfile")
+            .arg(&users)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -107,4 +150,10 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+fn write_private(path: &Path, contents: &str) {
+    std::fs::write(path, contents).expect("a file in the redis folder");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .expect("an owner-only file");
 }

@@ -7,6 +7,7 @@
 mod changes;
 mod documents;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
@@ -80,6 +81,7 @@ ca_file = "tls/ca.pem"
 key_prefix = "clustergate:"
 connect_timeout_ms = 1000
 command_timeout_ms = 500
+encryption_keys = [{ kid = "2", secret_file = "redis.key" }, { kid = "1", secret_file = "old.key" }]
 "#;
 
 /// A small scope table with the operations the default `[access]` names: what most
@@ -157,6 +159,13 @@ impl Fixture {
         write("jwt.key", "fedcba9876543210fedcba9876543210");
         write("old.key", "0123456789abcdef0123456789abcdef");
         write("short.key", "abc");
+        write("redis.key", "0123456789abcdef0123456789abcdef");
+        // Checked like a secret: owner-only.
+        let private = std::fs::Permissions::from_mode(0o600);
+        for name in ["redis.key", "old.key"] {
+            std::fs::set_permissions(dir.path().join(name), private.clone())
+                .expect("an owner-only fixture file");
+        }
         write("garbage.pem", "not a certificate\n");
         write("users.toml", &users_file());
         write("scopes.toml", SMALL_SCOPES);
@@ -189,7 +198,7 @@ fn valid_seeds() -> Vec<String> {
         EVERY_KEY.to_string(),
         String::new(),
         "[server]\ntls = false\nlisten = \"[::]:8080\"\n[auth]\nsecret_file = \"jwt.key\"\nlockout_attempts = 0\nlockout_seconds = 0\n".into(),
-        "[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"redis://127.0.0.1:6379\"\n".into(),
+        "[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"redis://127.0.0.1:6379\"\nencryption_keys = [{ kid = \"1\", secret_file = \"redis.key\" }]\n".into(),
     ]
 }
 
@@ -243,7 +252,9 @@ const TOML_DICTIONARY: &[&str] = &[
     "open_operations",
     "kid",
     "secret_file",
+    "encryption_keys",
     "jwt.key",
+    "redis.key",
     "short.key",
     "garbage.pem",
     "tls/ca.pem",

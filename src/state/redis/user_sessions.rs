@@ -1,6 +1,7 @@
 //! The users' dashboard sessions in Redis: one key per gateway token,
-//! `<prefix>session:<jti>`, holding the session as JSON and expiring when it ends, so that
-//! any gateway of the deployment serves the session another one opened.
+//! `<prefix>session:<jti>`, holding the session as JSON, sealed (it holds the user's
+//! dashboard token), and expiring when it ends, so that any gateway of the deployment
+//! serves the session another one opened.
 
 use std::sync::Arc;
 
@@ -49,9 +50,11 @@ impl UserSessions for RedisUserSessions {
         if session.until < now {
             return Ok(()); // already ended: nothing to keep
         }
+        let key = self.redis.key("session", jti);
+        let sealed = self.redis.seal(&key, &encode(session))?;
         let mut set = redis::cmd("SET");
-        set.arg(self.redis.key("session", jti))
-            .arg(encode(session))
+        set.arg(key)
+            .arg(sealed)
             // Expires the second after `until`: `find` still serves it at `until`.
             .arg("EXAT")
             .arg(session.until + 1);
@@ -59,14 +62,13 @@ impl UserSessions for RedisUserSessions {
     }
 
     async fn find(&self, jti: &str, now: UnixTime) -> Result<Option<UserSession>, StateError> {
+        let key = self.redis.key("session", jti);
         let stored: Option<String> = self
             .redis
-            .run(
-                "user session",
-                redis::cmd("GET").arg(self.redis.key("session", jti)),
-            )
+            .run("user session", redis::cmd("GET").arg(&key))
             .await?;
         Ok(stored
+            .and_then(|sealed| self.redis.open(&key, &sealed))
             .as_deref()
             .and_then(decode)
             .filter(|s| s.until >= now))
