@@ -132,10 +132,46 @@ async fn a_logout_through_the_balancer_holds_on_every_gateway() {
     let token = cluster.login(ADMIN, ADMIN_PW).await;
     assert_eq!(cluster.get(&token).await, Ok(200));
     on_every_gateway(&cluster, &token, 200).await;
+    // The service account's dashboard token they share is sealed in Redis (item 10).
+    let key = "clustergate:upstream:token";
+    let stored = redis_cli(&cluster.redis, &["GET", key]);
+    let opened = unsealed(key, &stored).expect("sealed with the deployment's key");
+    let (_renew_at, service_token) = opened.split_once(' ').unwrap();
+    assert_eq!(service_token.split('.').count(), 3, "a JWT");
+    assert!(
+        !stored.contains(service_token),
+        "in clear in redis: {stored}"
+    );
+    // A PUBLISH without the deployment's key revokes nothing: each gateway drops it.
+    let claims = jwt_payload(&token);
+    let forged = format!("{} {}", claims["exp"], claims["jti"].as_str().unwrap());
+    redis_cli(
+        &cluster.redis,
+        &["PUBLISH", "clustergate:revocations", &forged],
+    );
+    let refused = "clustergate_state_revocations_refused_total";
+    for gateway in &cluster.gateways {
+        let text = gateway
+            .metrics_until(|m| metric_sum(m, refused, &[]) >= 1.0)
+            .await;
+        assert_eq!(metric_sum(&text, refused, &[]), 1.0);
+    }
+    on_every_gateway(&cluster, &token, 200).await;
 
     assert_eq!(cluster.logout(&token).await, 200);
     on_every_gateway(&cluster, &token, 401).await;
     assert_eq!(cluster.get(&token).await, Ok(401));
+}
+
+/// `redis-cli` as Redis' `default` user: what anyone reading the store sees.
+fn redis_cli(redis: &RedisServer, args: &[&str]) -> String {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-u", &redis.url(), "--raw"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "redis-cli: {out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
