@@ -136,7 +136,7 @@ fn encryption_keys(
     keys
 }
 
-/// A secret file only its owner can read, of at least 32 bytes.
+/// A secret file only its owner can use, of at least 32 bytes.
 fn private_secret(
     errors: &mut ConfigErrors,
     at: &Source<'_>,
@@ -144,7 +144,7 @@ fn private_secret(
     file: &str,
 ) -> Option<Secret> {
     let path = at.resolve(file);
-    if let Some(problem) = readable_by_others(&path) {
+    if let Some(problem) = open_to_others(&path) {
         errors.push(at.file, key, problem);
         return None;
     }
@@ -163,13 +163,13 @@ fn private_secret(
         .ok()
 }
 
-/// Why `path` is readable by more than its owner, with the fix; `None` if it is not (or it
+/// Why `path` is open to more than its owner, with the fix; `None` if it is not (or it
 /// cannot be read at all: reading it says why).
-fn readable_by_others(path: &Path) -> Option<String> {
+fn open_to_others(path: &Path) -> Option<String> {
     let mode = std::fs::metadata(path).ok()?.permissions().mode();
     (mode & 0o077 != 0).then(|| {
         format!(
-            "{} is readable by group or others (mode {:o}): `chmod 600 {}`",
+            "{} is open to group or others (mode {:o}): `chmod 600 {}`",
             path.display(),
             mode & 0o777,
             path.display()
