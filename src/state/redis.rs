@@ -1252,6 +1252,17 @@ mod tests {
             );
             tokio::task::yield_now().await;
         }
+        // Redis refused none of the commands they sent (ignored ones included).
+        let acl_log = || async {
+            let log: Vec<redis::Value> = redis::cmd("ACL")
+                .arg("LOG")
+                .query_async(&mut raw(&server).await)
+                .await
+                .unwrap();
+            log
+        };
+        let denied = acl_log().await;
+        assert!(denied.is_empty(), "ACL LOG: {denied:?}");
         // The user reaches nothing outside the deployment's keys.
         let outside = RedisSettings {
             key_prefix: "elsewhere:".into(),
@@ -1263,6 +1274,7 @@ mod tests {
             matches!(refused, Err(StateError::Unavailable(_))),
             "{refused:?}"
         );
+        assert_eq!(acl_log().await.len(), 1, "ACL LOG records what it refuses");
         assert_eq!(a.stores.health.errors(), 0, "a command the ACL refused");
         assert_eq!(b.stores.health.errors(), 0, "a command the ACL refused");
     }
