@@ -148,19 +148,20 @@ fn private_secret(
         errors.push(at.file, key, problem);
         return None;
     }
-    let message = |e: SecretError| {
-        match e {
-        SecretError::TooShort { len, min, .. } => format!(
-            "{} holds {len} bytes; an encryption key needs at least {min}: `head -c 32 /dev/urandom | base64 > {}`",
-            path.display(),
-            path.display()
-        ),
+    crate::secrets::read_secret(&path)
+        .map_err(|e| errors.push(at.file, key, secret_problem(&path, e)))
+        .ok()
+}
+
+/// What is wrong with an encryption key file, with the fix.
+fn secret_problem(path: &Path, e: SecretError) -> String {
+    match e {
+        SecretError::TooShort { len, min, .. } => {
+            let path = path.display();
+            format!("{path} holds {len} bytes; an encryption key needs at least {min}: `head -c 32 /dev/urandom | base64 > {path}`")
+        }
         other => other.to_string(),
     }
-    };
-    crate::secrets::read_secret(&path)
-        .map_err(|e| errors.push(at.file, key, message(e)))
-        .ok()
 }
 
 /// Why `path` is open to more than its owner, with the fix; `None` if it is not (or it
