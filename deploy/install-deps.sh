@@ -5,7 +5,8 @@
 #   deploy/install-deps.sh --test     also what the test suite uses (the real Ceph
 #                                     dashboard's packages are installed by
 #                                     deploy/ceph-dev/start-dashboard.sh), and
-#                                     Schemathesis in .test-venv/ for tests/api_fuzz.rs
+#                                     Schemathesis and kubernetes-validate in .test-venv/ for
+#                                     tests/api_fuzz.rs and tests/kubernetes.rs
 #                                     (CG_TEST_VENV: another place for that venv)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,20 +56,22 @@ install_packages() {
   fi
 }
 
-# Schemathesis, pinned with its dependencies, in a venv of its own (never the system
-# Python's packages), made again when the pins or Debian's Python change.
-install_schemathesis() {
+# The test suite's Python tools, pinned with their dependencies, in a venv of its own (never
+# the system Python's packages), made again when the pins or Debian's Python change:
+# Schemathesis (tests/api_fuzz.rs) and kubernetes-validate (tests/kubernetes.rs).
+install_test_venv() {
   local venv=${CG_TEST_VENV:-$repo/.test-venv}
-  local requirements=$repo/tests/api_fuzz/requirements.txt
+  local requirements=("$repo/tests/api_fuzz/requirements.txt" "$repo/tests/kubernetes/requirements.txt")
   local stamp
-  stamp="$(sha256sum <"$requirements" | cut -d' ' -f1) $(/usr/bin/python3 --version)"
+  stamp="$(cat "${requirements[@]}" | sha256sum | cut -d' ' -f1) $(/usr/bin/python3 --version)"
   if [[ -x "$venv/bin/schemathesis" && "$(cat "$venv/.installed" 2>/dev/null)" == "$stamp" ]]; then
     return
   fi
-  echo "install-deps: installing Schemathesis into $venv" >&2
+  echo "install-deps: installing the test tools into $venv" >&2
   rm -rf "$venv"
   /usr/bin/python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$requirements"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input \
+    -r "${requirements[0]}" -r "${requirements[1]}"
   printf '%s\n' "$stamp" >"$venv/.installed"
 }
 
@@ -76,5 +79,5 @@ if ((${#missing[@]} > 0)); then
   install_packages
 fi
 if $testing; then
-  install_schemathesis
+  install_test_venv
 fi

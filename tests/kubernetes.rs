@@ -1,0 +1,322 @@
+//! `deploy/kubernetes/`: every manifest validates against the Kubernetes API's schemas
+//! (kubernetes-validate, strict, for the oldest and newest releases it is meant for), the
+//! Deployment's ports and probes are the ones its configuration listens on, its grace period
+//! covers the drain, and the configuration in each ConfigMap passes `check-config` with the
+//! Secret's files laid out as the pod sees them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use serde::Deserialize;
+use serde_yaml::Value;
+
+/// The oldest release with the preStop `sleep` action on by default, and the newest the
+/// validator knows.
+const KUBERNETES_RELEASES: [&str; 2] = ["1.30.0", "1.37.0"];
+/// Where the Deployment mounts the ConfigMap and the Secret; the configuration's paths are
+/// relative to the first.
+const CONFIG_MOUNT: &str = "/etc/clustergate/config";
+const SECRETS_MOUNT: &str = "/etc/clustergate/secrets";
+
+fn kubernetes_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes")
+}
+
+fn manifests() -> Vec<PathBuf> {
+    let base = kubernetes_dir();
+    let mut files: Vec<PathBuf> = [base.clone(), base.join("rook")]
+        .iter()
+        .flat_map(|dir| fs::read_dir(dir).unwrap())
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Every document of every manifest file.
+fn documents(file: &Path) -> Vec<Value> {
+    let text = fs::read_to_string(file).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap())
+        .collect()
+}
+
+fn find(kind: &str, name: &str, file: &Path) -> Value {
+    documents(file)
+        .into_iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in {}", file.display()))
+}
+
+fn config_text(configmap_file: &Path) -> String {
+    find("ConfigMap", "clustergate-config", configmap_file)["data"]["clustergate.toml"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn config_of(configmap_file: &Path) -> toml::Table {
+    config_text(configmap_file).parse().unwrap()
+}
+
+fn listen_port(config: &toml::Table, section: &str) -> u64 {
+    let listen = config[section]["listen"].as_str().unwrap();
+    listen.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+fn container() -> Value {
+    let deployment = find(
+        "Deployment",
+        "clustergate",
+        &kubernetes_dir().join("deployment.yaml"),
+    );
+    deployment["spec"]["template"]["spec"]["containers"][0].clone()
+}
+
+fn container_port(container: &Value, name: &str) -> u64 {
+    container["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("the container has no port named {name}"))["containerPort"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn every_manifest_validates_against_the_kubernetes_api_schemas() {
+    let venv = std::env::var_os("CG_TEST_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".test-venv"));
+    let validator = venv.join("bin/kubernetes-validate");
+    assert!(
+        validator.is_file(),
+        "kubernetes-validate is not installed at {}: run deploy/install-deps.sh --test \
+         (tests/run.sh does)",
+        validator.display()
+    );
+    let files = manifests();
+    assert!(files.len() >= 8, "manifests found: {files:?}");
+    for release in KUBERNETES_RELEASES {
+        let out = Command::new(&validator)
+            .args(["--strict", "--quiet", "-k", release])
+            .args(&files)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "Kubernetes {release}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn the_deployments_ports_and_probes_are_the_ones_its_configuration_listens_on() {
+    let shipped: toml::Table =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/clustergate.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+    let container = container();
+    for configmap in [
+        kubernetes_dir().join("configmap.yaml"),
+        kubernetes_dir().join("rook/configmap.yaml"),
+    ] {
+        let config = config_of(&configmap);
+        let (https, metrics) = (
+            listen_port(&config, "server"),
+            listen_port(&config, "metrics"),
+        );
+        assert_eq!(
+            https,
+            listen_port(&shipped, "server"),
+            "{}",
+            configmap.display()
+        );
+        assert_eq!(
+            metrics,
+            listen_port(&shipped, "metrics"),
+            "{}",
+            configmap.display()
+        );
+        assert_eq!(container_port(&container, "https"), https);
+        assert_eq!(container_port(&container, "metrics"), metrics);
+        // The kubelet reaches the admin listener on the pod's address.
+        assert!(config["metrics"]["listen"]
+            .as_str()
+            .unwrap()
+            .starts_with("0.0.0.0:"));
+    }
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["port"], "metrics");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["port"], "metrics");
+
+    let services = documents(&kubernetes_dir().join("service.yaml"));
+    let target = |name: &str| {
+        services
+            .iter()
+            .find(|s| s["metadata"]["name"] == name)
+            .unwrap()["spec"]["ports"][0]["targetPort"]
+            .clone()
+    };
+    assert_eq!(target("clustergate"), "https");
+    assert_eq!(target("clustergate-metrics"), "metrics");
+}
+
+#[test]
+fn the_grace_period_covers_the_prestop_wait_the_drain_and_the_shutdown_grace() {
+    let deployment = find(
+        "Deployment",
+        "clustergate",
+        &kubernetes_dir().join("deployment.yaml"),
+    );
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_u64()
+        .unwrap();
+    let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
+    for configmap in [
+        kubernetes_dir().join("configmap.yaml"),
+        kubernetes_dir().join("rook/configmap.yaml"),
+    ] {
+        let server = &config_of(&configmap)["server"];
+        let drain = server["drain_seconds"].as_integer().unwrap() as u64;
+        let shutdown = server["shutdown_grace_seconds"].as_integer().unwrap() as u64;
+        assert!(
+            drain > 2,
+            "balancers need two failed checks: drain_seconds {drain}"
+        );
+        assert!(
+            pre_stop + drain + shutdown < grace,
+            "preStop {pre_stop} + drain {drain} + shutdown grace {shutdown} >= {grace}"
+        );
+    }
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert!(container["resources"]["requests"]["memory"].is_string());
+    assert!(container["resources"]["limits"]["memory"].is_string());
+    assert_eq!(
+        pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+            ["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    let mounts = container["volumeMounts"].as_sequence().unwrap();
+    let mounted = |path: &str| mounts.iter().any(|m| m["mountPath"] == path);
+    assert!(
+        mounted(CONFIG_MOUNT) && mounted(SECRETS_MOUNT),
+        "{mounts:?}"
+    );
+    let args: Vec<&str> = container["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            "run",
+            "--config",
+            &format!("{CONFIG_MOUNT}/clustergate.toml")
+        ]
+    );
+
+    let budget = find(
+        "PodDisruptionBudget",
+        "clustergate",
+        &kubernetes_dir().join("poddisruptionbudget.yaml"),
+    );
+    assert_eq!(
+        budget["spec"]["selector"]["matchLabels"],
+        deployment["spec"]["template"]["metadata"]["labels"]
+    );
+}
+
+/// Lays out the pod's view: `config/clustergate.toml` and `secrets/` with a valid stand-in for
+/// each key of the Secret (mode 0440, as the kubelet writes them with the pod's fsGroup).
+fn pod_files(configmap: &Path, secret: &Path, dir: &Path) -> PathBuf {
+    let config = dir.join("config/clustergate.toml");
+    let secrets = dir.join("secrets");
+    fs::create_dir_all(config.parent().unwrap()).unwrap();
+    fs::create_dir_all(&secrets).unwrap();
+    fs::write(&config, config_text(configmap)).unwrap();
+    let (ca, chain, key) = operator_certificate();
+    let hash = String::from_utf8(cli(&["hash-password"], Some("Operat0r-Pass")).stdout).unwrap();
+    let mut keys: Vec<String> = find("Secret", "clustergate-secrets", secret)["stringData"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap().to_owned())
+        .collect();
+    // Rook's own Secret, projected beside the gateway's (deployment.yaml).
+    keys.push("rook-dashboard-password".to_owned());
+    for name in keys {
+        let content = match name.as_str() {
+            "tls.crt" => chain.clone(),
+            "tls.key" => key.clone(),
+            "dashboard-ca.pem" => ca.clone(),
+            "users.toml" => format!(
+                "[[users]]\nusername = \"operator\"\npassword_hash = \"{}\"\nroles = [\"administrator\"]\n",
+                hash.trim()
+            ),
+            "jwt-signing-key" => TEST_SECRET.to_owned(),
+            _ => "stand-in password".to_owned(),
+        };
+        let path = secrets.join(&name);
+        fs::write(&path, content).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o440)).unwrap();
+    }
+    config
+}
+
+#[test]
+fn the_configuration_in_each_configmap_passes_check_config() {
+    for (configmap, secret) in [
+        ("configmap.yaml", "secret.yaml"),
+        ("rook/configmap.yaml", "rook/secret.yaml"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = pod_files(
+            &kubernetes_dir().join(configmap),
+            &kubernetes_dir().join(secret),
+            dir.path(),
+        );
+        let out = cli(
+            &["check-config", "--config", config.to_str().unwrap()],
+            None,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{configmap}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn the_shipped_secrets_are_empty_so_that_nobody_runs_with_them() {
+    for secret in ["secret.yaml", "rook/secret.yaml"] {
+        let data = find(
+            "Secret",
+            "clustergate-secrets",
+            &kubernetes_dir().join(secret),
+        );
+        for (key, value) in data["stringData"].as_mapping().unwrap() {
+            assert_eq!(value.as_str(), Some(""), "{secret}: {key:?}");
+        }
+    }
+}
