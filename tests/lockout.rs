@@ -169,3 +169,29 @@ async fn the_service_account_cannot_log_in_through_the_gateway() {
     assert_invalid_credentials(&r);
     assert_no_token_cookie(&r, "service account");
 }
+
+#[tokio::test]
+async fn unlock_lets_a_user_without_a_verifier_back_in_after_the_dashboard_is_reset() {
+    let dash = Dashboard::shared();
+    let redis = RedisServer::start();
+    let (user, password) = test_account(dash, "cg-unlock");
+    let gw = dashboard_gateway(dash).redis_state(&redis).start();
+    fail(&gw, &user, 5).await;
+    // Never logged in through the gateway: no verifier, so even the right password waits.
+    assert_invalid_credentials(&gw.try_login(&user, &password).await);
+    dash.ceph_ok(&["dashboard", "ac-user-enable", &user]);
+    let config = gw.dir().join("clustergate.toml");
+    let out = std::process::Command::new(BIN)
+        .arg("unlock")
+        .arg("--config")
+        .arg(&config)
+        .arg(&user)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    gw.login(&user, &password).await;
+}

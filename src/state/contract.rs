@@ -114,6 +114,15 @@ pub async fn dashboard_attempts(store: &dyn DashboardAttempts) {
     );
     // Settling the expired hold late adds nothing to the failure it became.
     assert_eq!(store.failed("u", &lost).await.unwrap(), 1);
+    // An administrator's reset forgets the count and the verifier.
+    store.forget("u").await.unwrap();
+    assert_eq!(store.verifier("u").await.unwrap(), None);
+    assert!(store
+        .reserve("u", 1, after, hold(after))
+        .await
+        .unwrap()
+        .is_some());
+    store.forget("never-seen").await.unwrap();
 }
 
 pub async fn failed_logins(store: &dyn FailedLogins) {

@@ -131,6 +131,11 @@ impl DashboardAttempts for MemoryDashboardAttempts {
             .and_then(|r| r.verifier.clone()))
     }
 
+    async fn forget(&self, username: &str) -> Result<(), StateError> {
+        self.records()?.remove(username);
+        Ok(())
+    }
+
     async fn ready(&self) -> Result<(), StateError> {
         Ok(())
     }

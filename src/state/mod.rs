@@ -114,6 +114,9 @@ pub trait DashboardAttempts: Send + Sync {
     ) -> Result<(), StateError>;
     /// The verifier of the last password that succeeded through a gateway.
     async fn verifier(&self, username: &str) -> Result<Option<String>, StateError>;
+    /// Forgets everything about `username`: an administrator reset the dashboard's own
+    /// count (`clustergate unlock`).
+    async fn forget(&self, username: &str) -> Result<(), StateError>;
     async fn ready(&self) -> Result<(), StateError>;
 }
 
@@ -259,6 +262,11 @@ impl Stores {
 pub const MEMORY_MAX_ENTRIES: usize = 100_000;
 
 impl StateConfig {
+    /// Whether the state lives outside the gateways' processes, where a command can reach it.
+    pub fn is_shared(&self) -> bool {
+        matches!(self, StateConfig::Redis(_))
+    }
+
     /// The stores. A Redis that cannot be reached yet does not stop this: the stores
     /// answer `Unavailable` until it can, and recover by themselves.
     pub fn build(self) -> Result<Stores, StateError> {

@@ -93,6 +93,16 @@ return 1
     )
 });
 
+/// Deletes the record KEYS[1] and takes ARGV[1] out of the counted set KEYS[2].
+static FORGET: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+redis.call('DEL', KEYS[1])
+return redis.call('SREM', KEYS[2], ARGV[1])
+"#,
+    )
+});
+
 pub struct RedisDashboardAttempts {
     pub(super) redis: Arc<Redis>,
 }
@@ -159,6 +169,14 @@ impl DashboardAttempts for RedisDashboardAttempts {
         self.redis
             .run(WHAT, redis::cmd("HGET").arg(key).arg("verifier"))
             .await
+    }
+
+    async fn forget(&self, username: &str) -> Result<(), StateError> {
+        let keys = [self.record(username), self.counted()];
+        self.redis
+            .run_script::<i64>(WHAT, &FORGET, &keys, username)
+            .await?;
+        Ok(())
     }
 
     async fn ready(&self) -> Result<(), StateError> {
