@@ -69,8 +69,16 @@ impl Auth {
         let attempts = &self.stores.dashboard_attempts;
         let error = match answer {
             Ok(login) => {
-                let verifier = self.passwords.hash(password.to_string()).await?;
-                attempts.succeeded(username, &hold, verifier.phc()).await?;
+                // The dashboard reset its count whether or not a verifier can be made now.
+                let verifier = match self.passwords.hash(password.to_string()).await {
+                    Ok(verifier) => Some(verifier),
+                    Err(e) => {
+                        tracing::warn!(username = ?username, error = %e, "no password verifier made for this login: the last one stays");
+                        None
+                    }
+                };
+                let verifier = verifier.as_ref().map(PasswordHash::phc);
+                attempts.succeeded(username, &hold, verifier).await?;
                 return Ok(LoggedIn {
                     user: Arc::new(User::from_dashboard(
                         username.to_string(),

@@ -85,9 +85,20 @@ pub async fn dashboard_attempts(store: &dyn DashboardAttempts) {
         .unwrap();
     // A success forgets the failures and keeps the verifier.
     store
-        .succeeded("u", &c, "$argon2id$verifier")
+        .succeeded("u", &c, Some("$argon2id$verifier"))
         .await
         .unwrap();
+    assert_eq!(
+        store.verifier("u").await.unwrap().as_deref(),
+        Some("$argon2id$verifier")
+    );
+    // A success without a new verifier keeps the last one.
+    let d = store
+        .reserve("u", 1, later, hold(later))
+        .await
+        .unwrap()
+        .unwrap();
+    store.succeeded("u", &d, None).await.unwrap();
     assert_eq!(
         store.verifier("u").await.unwrap().as_deref(),
         Some("$argon2id$verifier")

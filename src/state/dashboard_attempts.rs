@@ -114,13 +114,15 @@ impl DashboardAttempts for MemoryDashboardAttempts {
         &self,
         username: &str,
         hold: &Hold,
-        verifier: &str,
+        verifier: Option<&str>,
     ) -> Result<(), StateError> {
         let mut records = self.records()?;
         let record = records.entry(username.to_string()).or_default();
         record.holds.remove(&hold.0);
         record.failures = 0;
-        record.verifier = Some(verifier.to_string());
+        if let Some(verifier) = verifier {
+            record.verifier = Some(verifier.to_string());
+        }
         Ok(())
     }
 
@@ -155,7 +157,7 @@ mod tests {
     async fn a_full_table_drops_only_verifiers_and_then_refuses_new_usernames() {
         let store = MemoryDashboardAttempts::new(2);
         let hold = store.reserve("kept", 5, 0, 100).await.unwrap().unwrap();
-        store.succeeded("kept", &hold, "v").await.unwrap();
+        store.succeeded("kept", &hold, Some("v")).await.unwrap();
         let hold = store.reserve("counted", 5, 0, 100).await.unwrap().unwrap();
         store.failed("counted", &hold).await.unwrap();
         // "kept" holds only a verifier: it makes room.

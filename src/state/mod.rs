@@ -105,12 +105,13 @@ pub trait DashboardAttempts: Send + Sync {
     /// hold already expired into one). Returns the failures.
     async fn failed(&self, username: &str, hold: &Hold) -> Result<u32, StateError>;
     /// The dashboard accepted the held attempt: no failures, and `verifier` (an argon2id
-    /// hash of the password, never the password) kept for the attempts near the limit.
+    /// hash of the password, never the password) kept for the attempts near the limit
+    /// (`None`: none could be made; the last one stays).
     async fn succeeded(
         &self,
         username: &str,
         hold: &Hold,
-        verifier: &str,
+        verifier: Option<&str>,
     ) -> Result<(), StateError>;
     /// The verifier of the last password that succeeded through a gateway.
     async fn verifier(&self, username: &str) -> Result<Option<String>, StateError>;

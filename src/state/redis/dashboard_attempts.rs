@@ -74,13 +74,16 @@ return tonumber(redis.call('HGET', KEYS[1], 'failures') or '0')
 });
 
 /// No failures, the verifier kept; with no hold left the username leaves the counted set
-/// and the record expires. KEYS: the record, the counted set. ARGV: hold id, verifier,
-/// username, verifier lifetime (s).
+/// and the record expires. KEYS: the record, the counted set. ARGV: hold id, verifier
+/// (empty: keep the last), username, verifier lifetime (s).
 static SUCCEEDED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
 redis.call('HDEL', KEYS[1], 'hold:' .. ARGV[1])
-redis.call('HSET', KEYS[1], 'failures', 0, 'verifier', ARGV[2])
+redis.call('HSET', KEYS[1], 'failures', 0)
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[1], 'verifier', ARGV[2])
+end
 for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
   if string.sub(field, 1, 5) == 'hold:' then
     return 1
@@ -154,9 +157,10 @@ impl DashboardAttempts for RedisDashboardAttempts {
         &self,
         username: &str,
         hold: &Hold,
-        verifier: &str,
+        verifier: Option<&str>,
     ) -> Result<(), StateError> {
         let keys = [self.record(username), self.counted()];
+        let verifier = verifier.unwrap_or_default();
         let args = (&hold.0, verifier, username, VERIFIER_MEMORY_SECONDS);
         self.redis
             .run_script::<i64>(WHAT, &SUCCEEDED, &keys, args)
