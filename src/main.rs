@@ -52,6 +52,15 @@ enum Command {
     },
     /// Read one password from standard input and print its argon2id hash for the users file.
     HashPassword,
+    /// With `auth.source = "dashboard"` and Redis state: forget the gateways' count of
+    /// USERNAME's failed logins, after resetting the dashboard's own
+    /// (`ceph dashboard ac-user-enable USERNAME`, or a new password). Until then the
+    /// gateways send only the password that last succeeded through them.
+    Unlock {
+        #[arg(long, default_value = "conf/clustergate.toml")]
+        config: PathBuf,
+        username: String,
+    },
     /// Manage the users file.
     Users {
         #[command(subcommand)]
@@ -97,6 +106,7 @@ fn main() -> ExitCode {
         Command::Run { config, upgrade } => run(&config, server::Start { upgrade }),
         Command::CheckConfig { config } => check_config(&config),
         Command::HashPassword => hash_password(),
+        Command::Unlock { config, username } => unlock(&config, &username),
         Command::Users {
             command:
                 UsersCommand::Import {
@@ -147,6 +157,38 @@ fn run(path: &std::path::Path, start: server::Start) -> ExitCode {
             tracing::error!(error = %e, "cannot start");
             eprintln!("clustergate: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+fn unlock(path: &std::path::Path, username: &str) -> ExitCode {
+    let config = match load(path) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    if !config.state.is_shared() {
+        eprintln!("{}: state.backend = \"memory\": the counts live in the running gateway; restart it to forget them", path.display());
+        return ExitCode::from(EXIT_BAD_CONFIG);
+    }
+    let forgotten = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|runtime| {
+            runtime.block_on(async {
+                let stores = config.state.build().map_err(|e| e.to_string())?;
+                let attempts = stores.dashboard_attempts;
+                attempts.forget(username).await.map_err(|e| e.to_string())
+            })
+        });
+    match forgotten {
+        Ok(()) => {
+            println!("{username:?}: failed logins forgotten");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("clustergate unlock: {e}");
+            ExitCode::from(EXIT_UNAVAILABLE)
         }
     }
 }

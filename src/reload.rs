@@ -352,7 +352,7 @@ mod tests {
         assert_eq!(needs_restart(&running, &as_users), ["upstream.identity"]);
         let checked_there = config(
             dir.path(),
-            &format!("[auth]\nsource = \"dashboard\"\nlockout_attempts = 9\n{upstream}"),
+            &format!("[auth]\nsource = \"dashboard\"\nlockout_attempts = 8\n{upstream}"),
         );
         assert_eq!(
             needs_restart(&running, &checked_there),

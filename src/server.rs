@@ -188,6 +188,7 @@ fn build(
                 d.upstreams.clone(),
                 ApiVersion::V1_0.media_type(&api.vendor),
                 stores.user_sessions.clone(),
+                d.account_name.clone(),
             ))),
             _ => None,
         },

@@ -18,6 +18,10 @@ use crate::users::{Grants, User};
 /// Sessions this gateway remembers between requests; beyond it, the store is asked.
 const CACHE_MAX: usize = 10_000;
 
+/// What a hold on a login attempt lasts beyond the login's own time limit: the state
+/// store's round trips to settle it.
+const ATTEMPT_HOLD_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 #[derive(Debug, thiserror::Error)]
 pub enum DashboardError {
     /// Wrong password, or no such (enabled) account on the dashboard.
@@ -75,17 +79,36 @@ pub struct DashboardAccounts {
     cache: DashMap<String, Arc<Session>>,
     /// At most this many sessions in `cache` ([`CACHE_MAX`]).
     cache_max: usize,
+    /// The gateway's own account (`upstream.username`): never logged in for a client.
+    service_account: String,
 }
 
 impl DashboardAccounts {
-    pub fn new(upstreams: Arc<Upstreams>, accept: String, store: Arc<dyn UserSessions>) -> Self {
+    pub fn new(
+        upstreams: Arc<Upstreams>,
+        accept: String,
+        store: Arc<dyn UserSessions>,
+        service_account: String,
+    ) -> Self {
         DashboardAccounts {
             upstreams,
             accept,
             store,
             cache: DashMap::new(),
             cache_max: CACHE_MAX,
+            service_account,
         }
+    }
+
+    /// Whether `username` is the gateway's own account.
+    pub fn is_service_account(&self, username: &str) -> bool {
+        username == self.service_account
+    }
+
+    /// The longest a login at the dashboard can take, plus room for settling it: a hold on
+    /// an attempt lasts this long before it counts as a failure.
+    pub fn attempt_hold(&self) -> std::time::Duration {
+        self.upstreams.timeouts.login + ATTEMPT_HOLD_MARGIN
     }
 
     /// Whether an active dashboard is known to ask.
@@ -258,6 +281,7 @@ mod tests {
             Arc::new(Upstreams::for_tests(1)),
             "application/vnd.ceph.api.v1.0+json".into(),
             Arc::new(MemoryUserSessions::new(10)),
+            "clustergate".into(),
         )
     }
 

@@ -6,74 +6,150 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::dashboard::{DashboardError, DashboardLogin};
-use super::login::{Attempt, LoggedIn};
+use super::login::LoggedIn;
 use super::refusal_time::LoginAnswerKind;
 use super::{Auth, AuthSubject};
-use crate::config::AuthSource;
+use crate::config::{AuthSource, DASHBOARD_LOCKOUT_ATTEMPTS};
 use crate::errors::GatewayError;
-use crate::state::{UnixTime, UserSession};
+use crate::state::{Hold, UnixMillis, UnixTime, UserSession};
 use crate::tokens::Claims;
+use crate::users::password::PasswordHash;
 use crate::users::User;
 
+fn millis(d: std::time::Duration) -> UnixMillis {
+    UnixMillis::try_from(d.as_millis()).unwrap_or(UnixMillis::MAX)
+}
+
 impl Auth {
-    /// The dashboard checks the password, behind the gateway's lockout: a locked username
-    /// is refused without asking it, so that a guesser never reaches the dashboard's own
-    /// limit (it would disable the account). Every refusal takes the learned floor, so
-    /// an unknown username answers as slowly as a wrong password.
+    /// The dashboard checks the password. The gateway keeps the dashboard's own count of
+    /// consecutive failures per username (it disables the account at its
+    /// `ACCOUNT_LOCKOUT_ATTEMPTS`) and never sends an attempt that could reach it; every
+    /// refusal takes the learned floor, so an unknown username answers as slowly as a
+    /// wrong password.
     pub(super) async fn check_with_dashboard(
         &self,
         username: &str,
         password: &str,
-        now: UnixTime,
+        now_ms: UnixMillis,
         subject: &mut AuthSubject,
     ) -> Result<LoggedIn, GatewayError> {
         let started = Instant::now();
         // No dashboard to ask: 503, and no failure counted against the username (a user
         // retrying through an outage is not locked out when it ends).
-        if !self.dashboard.as_ref().is_some_and(|d| d.available()) {
+        let Some(dashboard) = self.dashboard.as_ref().filter(|d| d.available()) else {
             return Err(unavailable(DashboardError::Unavailable(
                 "no active dashboard backend".into(),
             )));
-        }
-        // The gateway cannot know whether the account exists: every username is counted.
-        let attempt = match self.lockout {
-            Some(policy) => self.admit(username, policy, now).await?,
-            None => Attempt::Allowed,
         };
-        let answer = match attempt {
-            Attempt::Locked => Err(DashboardError::Refused),
-            _ => {
-                let answer = self.dashboard_log_in(username, password, now).await;
-                let kind = match &answer {
-                    Ok(_) => Some(LoginAnswerKind::Accepted),
-                    Err(DashboardError::Refused) => Some(LoginAnswerKind::Refused),
-                    Err(_) => None,
+        // The gateway's own account is not for people: refused like a wrong password,
+        // never sent, never counted (a guesser could otherwise disable it).
+        if dashboard.is_service_account(username) {
+            tracing::info!(username = ?username, "login refused: the gateway's service account");
+            return Err(self.refused(started).await);
+        }
+        let hold_until = now_ms.saturating_add(millis(dashboard.attempt_hold()));
+        let Some(hold) = self
+            .reserve_attempt(username, password, now_ms, hold_until)
+            .await?
+        else {
+            tracing::info!(username = ?username, locked_out = true, "login refused");
+            return Err(self.refused(started).await);
+        };
+        let answer = self
+            .dashboard_log_in(username, password, now_ms / 1000)
+            .await;
+        let kind = match &answer {
+            Ok(_) => Some(LoginAnswerKind::Accepted),
+            Err(DashboardError::Refused) => Some(LoginAnswerKind::Refused),
+            Err(_) => None,
+        };
+        if let Some(kind) = kind {
+            self.refusal_floor.observe(started.elapsed(), kind);
+        }
+        let attempts = &self.stores.dashboard_attempts;
+        let error = match answer {
+            Ok(login) => {
+                // The dashboard reset its count whether or not a verifier can be made now.
+                let verifier = match self.passwords.hash(password.to_string()).await {
+                    Ok(verifier) => Some(verifier),
+                    Err(e) => {
+                        tracing::warn!(username = ?username, error = %e, "no password verifier made for this login: the last one stays");
+                        None
+                    }
                 };
-                if let Some(kind) = kind {
-                    self.refusal_floor.observe(started.elapsed(), kind);
-                }
-                answer
+                let verifier = verifier.as_ref().map(PasswordHash::phc);
+                attempts.succeeded(username, &hold, verifier).await?;
+                return Ok(LoggedIn {
+                    user: Arc::new(User::from_dashboard(
+                        username.to_string(),
+                        login.grants.clone(),
+                    )),
+                    dashboard: Some(login),
+                });
             }
+            Err(error) => error,
         };
-        match answer {
-            Ok(login) => Ok(LoggedIn {
-                user: Arc::new(User::from_dashboard(
-                    username.to_string(),
-                    login.grants.clone(),
-                )),
-                dashboard: Some(login),
-            }),
-            Err(DashboardError::Refused) => {
-                tracing::info!(username = ?username, locked_out = attempt == Attempt::Locked, "login refused");
-                if attempt == Attempt::Last {
-                    subject.locked = true;
-                    self.locked_out(username);
-                }
-                tokio::time::sleep(self.refusal_floor.remaining(started.elapsed())).await;
-                Err(GatewayError::InvalidCredentials)
-            }
-            Err(other) => Err(unavailable(other)),
+        // Refused, or no answer: the dashboard may have counted it, so the gateway does.
+        let failures = attempts.failed(username, &hold).await?;
+        let DashboardError::Refused = error else {
+            return Err(unavailable(error));
+        };
+        let locked = self.lockout.is_some_and(|p| failures == p.attempts);
+        tracing::info!(username = ?username, locked_out = false, "login refused");
+        if locked {
+            subject.locked = true;
+            self.locked_out(username);
         }
+        Err(self.refused(started).await)
+    }
+
+    /// Holds one attempt at `username`'s dashboard account, or `None`: below
+    /// `auth.lockout_attempts` consecutive failures any password; above, up to one
+    /// failure short of the dashboard's limit, only the password that last succeeded
+    /// through a gateway (its argon2id verifier matches), so its owner gets back in
+    /// however many failures a guesser caused, and nothing reaches the limit.
+    async fn reserve_attempt(
+        &self,
+        username: &str,
+        password: &str,
+        now_ms: UnixMillis,
+        hold_until: UnixMillis,
+    ) -> Result<Option<Hold>, GatewayError> {
+        let attempts = &self.stores.dashboard_attempts;
+        let short_of_the_limit = DASHBOARD_LOCKOUT_ATTEMPTS - 1;
+        let any_password = self
+            .lockout
+            .map_or(short_of_the_limit, |p| p.attempts.min(short_of_the_limit));
+        if let Some(hold) = attempts
+            .reserve(username, any_password, now_ms, hold_until)
+            .await?
+        {
+            return Ok(Some(hold));
+        }
+        let Some(verifier) = attempts.verifier(username).await? else {
+            return Ok(None);
+        };
+        let Ok(verifier) = PasswordHash::parse(&verifier) else {
+            tracing::warn!(username = ?username, "unreadable password verifier in the state store: ignored");
+            return Ok(None);
+        };
+        self.metrics.password_verified();
+        let verified = self
+            .passwords
+            .verify(Some(Arc::new(verifier)), password.to_string())
+            .await?;
+        if !verified {
+            return Ok(None);
+        }
+        Ok(attempts
+            .reserve(username, short_of_the_limit, now_ms, hold_until)
+            .await?)
+    }
+
+    /// The refusal of a login begun at `started`, once the learned floor has passed.
+    async fn refused(&self, started: Instant) -> GatewayError {
+        tokio::time::sleep(self.refusal_floor.remaining(started.elapsed())).await;
+        GatewayError::InvalidCredentials
     }
 
     /// A local user's own dashboard account, logged in with the password the users file
@@ -162,17 +238,9 @@ mod tests {
             let refused = auth.login(&req, NOW_MS, &mut AuthSubject::default()).await;
             assert_eq!(refused.unwrap_err().status(), 503);
         }
-        let lockouts = &auth.stores.lockouts;
-        assert_eq!(
-            lockouts.locked_until("admin", NOW_MS / 1000).await.unwrap(),
-            None
-        );
-        assert_eq!(
-            lockouts
-                .record_failure("admin", NOW_MS / 1000)
-                .await
-                .unwrap(),
-            1
-        );
+        // Nothing was counted: the username's first attempt may still be held at a ceiling of 1.
+        let attempts = &auth.stores.dashboard_attempts;
+        let held = attempts.reserve("admin", 1, NOW_MS, NOW_MS + 1000).await;
+        assert!(held.unwrap().is_some());
     }
 }

@@ -25,7 +25,7 @@ pub(super) struct LoggedIn {
 /// Where a login attempt stands with the username's lockout, decided before its password
 /// is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Attempt {
+enum Attempt {
     Allowed,
     /// The last one allowed: the username is locked unless it succeeds.
     Last,
@@ -81,7 +81,7 @@ impl Auth {
         let checked = match self.source {
             AuthSource::Local => self.check_locally(&username, password, now, subject).await,
             AuthSource::Dashboard => {
-                self.check_with_dashboard(&username, &password, now, subject)
+                self.check_with_dashboard(&username, &password, now_ms, subject)
                     .await
             }
         };
@@ -90,7 +90,7 @@ impl Auth {
         }
         let LoggedIn { user, dashboard } = checked?;
 
-        if self.lockout.is_some() {
+        if self.lockout.is_some() && self.source == AuthSource::Local {
             self.stores.lockouts.clear(&username).await?;
         }
         let not_after = dashboard.as_ref().and_then(|d| d.exp);
@@ -190,7 +190,7 @@ impl Auth {
     /// Counts this attempt before the slow hash, so that concurrent attempts cannot all
     /// slip past the limit (a success clears the count). Once the count passes the
     /// policy's attempts, the username is locked and refused without checking its password.
-    pub(super) async fn admit(
+    async fn admit(
         &self,
         username: &str,
         policy: LockoutPolicy,

@@ -21,6 +21,8 @@ use crate::users::{PasswordChecker, PasswordHash, Role, UserDb, UserSpec};
 pub const NOW: u64 = 1_800_000_000;
 pub const NOW_MS: u64 = NOW * 1000;
 pub const LOCKOUT_SECONDS: u64 = 60;
+/// The service account of [`auth_without_an_active_dashboard`].
+pub const SERVICE_ACCOUNT: &str = "clustergate";
 
 pub fn auth() -> Arc<Auth> {
     Arc::new(build(None))
@@ -35,6 +37,7 @@ pub fn auth_without_an_active_dashboard() -> Arc<Auth> {
         Arc::new(crate::upstream::Upstreams::for_tests(1)),
         "application/vnd.ceph.api.v1.0+json".into(),
         Arc::new(crate::state::MemoryUserSessions::new(10)),
+        SERVICE_ACCOUNT.into(),
     )));
     Arc::new(auth)
 }

@@ -26,10 +26,15 @@ pub enum AuthSource {
     Dashboard,
 }
 
-/// The dashboard locks an account after this many consecutive failures (its
-/// `ACCOUNT_LOCKOUT_ATTEMPTS`, default 10): the gateway's lockout must come first, or any
-/// guesser could disable `admin` on the dashboard through the gateway.
+/// The dashboard disables an account at the attempt after this many consecutive failures
+/// (its `ACCOUNT_LOCKOUT_ATTEMPTS`, default 10): the gateway's lockout must come first, or
+/// any guesser could disable `admin` on the dashboard through the gateway.
 pub const DASHBOARD_LOCKOUT_ATTEMPTS: u32 = 10;
+
+/// The most `auth.lockout_attempts` can be with the dashboard source: past it the gateway
+/// sends only the password that last succeeded, up to one failure short of the
+/// dashboard's limit, so at least one such attempt must remain.
+const DASHBOARD_MODE_MAX_LOCKOUT_ATTEMPTS: u32 = DASHBOARD_LOCKOUT_ATTEMPTS - 2;
 
 /// The gateway's lockout with `auth.source = "dashboard"`, when not configured.
 const DASHBOARD_MODE_LOCKOUT_ATTEMPTS: u32 = 5;
@@ -142,11 +147,11 @@ fn lockout_attempts(
     match (source, configured) {
         (AuthSource::Local, attempts) => attempts.unwrap_or(LOCAL_LOCKOUT_ATTEMPTS),
         (AuthSource::Dashboard, None) => DASHBOARD_MODE_LOCKOUT_ATTEMPTS,
-        (AuthSource::Dashboard, Some(n)) if n == 0 || n >= DASHBOARD_LOCKOUT_ATTEMPTS => {
+        (AuthSource::Dashboard, Some(n)) if n == 0 || n > DASHBOARD_MODE_MAX_LOCKOUT_ATTEMPTS => {
             errors.push(
                 at.file,
                 "auth.lockout_attempts",
-                format!("{n} with source = \"dashboard\": must be 1 to {} so that the gateway locks a guesser out before the dashboard disables the account after {DASHBOARD_LOCKOUT_ATTEMPTS} failures (remove the key for the default, {DASHBOARD_MODE_LOCKOUT_ATTEMPTS})", DASHBOARD_LOCKOUT_ATTEMPTS - 1),
+                format!("{n} with source = \"dashboard\": must be 1 to {DASHBOARD_MODE_MAX_LOCKOUT_ATTEMPTS} so that the gateway locks a guesser out before the dashboard disables the account after {DASHBOARD_LOCKOUT_ATTEMPTS} failures, with room left for the password that last succeeded (remove the key for the default, {DASHBOARD_MODE_LOCKOUT_ATTEMPTS})"),
             );
             DASHBOARD_MODE_LOCKOUT_ATTEMPTS
         }

@@ -724,8 +724,8 @@ fn with_the_dashboard_source_the_lockout_defaults_below_the_dashboards_own() {
 }
 
 #[test]
-fn with_the_dashboard_source_lockout_attempts_must_be_1_to_9() {
-    for attempts in [0, 10, 50] {
+fn with_the_dashboard_source_lockout_attempts_must_be_1_to_8() {
+    for attempts in [0, 9, 10, 50] {
         let d = dir();
         let text = format!(
             "[auth]\nsource = \"dashboard\"\nlockout_attempts = {attempts}\n{}",
@@ -737,7 +737,7 @@ fn with_the_dashboard_source_lockout_attempts_must_be_1_to_9() {
     }
     let d = dir();
     let text = format!(
-        "[auth]\nsource = \"dashboard\"\nlockout_attempts = 9\n{}",
+        "[auth]\nsource = \"dashboard\"\nlockout_attempts = 8\n{}",
         with_upstream(d.path(), "")
     );
     assert_eq!(
@@ -746,7 +746,7 @@ fn with_the_dashboard_source_lockout_attempts_must_be_1_to_9() {
             .auth
             .lockout
             .map(|l| l.attempts),
-        Some(9)
+        Some(8)
     );
 }
 

@@ -2,8 +2,8 @@
 //! after `T`, a moment in the future: a shared store's keys expire by the real clock.
 
 use super::{
-    BucketRate, FailedLogins, Lockouts, Revocations, Take, UnixTime, UpstreamToken, UpstreamTokens,
-    UserSession, UserSessions,
+    BucketRate, DashboardAttempts, FailedLogins, Lockouts, Revocations, Take, UnixTime,
+    UpstreamToken, UpstreamTokens, UserSession, UserSessions,
 };
 use crate::client_addr::ClientNet;
 
@@ -42,6 +42,98 @@ pub async fn lockouts(store: &dyn Lockouts) {
     store.clear("u").await.unwrap();
     assert_eq!(store.record_failure("u", T + 102).await.unwrap(), 1);
     assert_eq!(store.locked_until("u", T + 102).await.unwrap(), None);
+}
+
+pub async fn dashboard_attempts(store: &dyn DashboardAttempts) {
+    store.ready().await.unwrap();
+    let now = T * 1000;
+    let hold = |at: u64| at + 30_000;
+    assert_eq!(store.verifier("u").await.unwrap(), None);
+    // Attempts in flight count against the ceiling before they fail.
+    let a = store
+        .reserve("u", 2, now, hold(now))
+        .await
+        .unwrap()
+        .unwrap();
+    let b = store
+        .reserve("u", 2, now, hold(now))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(store.reserve("u", 2, now, hold(now)).await.unwrap(), None);
+    // Another username has its own count.
+    assert!(store
+        .reserve("v", 2, now, hold(now))
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(store.failed("u", &a).await.unwrap(), 1);
+    assert_eq!(store.failed("u", &b).await.unwrap(), 2);
+    // Settling twice counts once.
+    assert_eq!(store.failed("u", &b).await.unwrap(), 2);
+    assert_eq!(store.reserve("u", 2, now, hold(now)).await.unwrap(), None);
+    // Time alone forgets nothing: only a higher ceiling lets an attempt through.
+    let later = now + 7 * 24 * 3600 * 1000;
+    assert_eq!(
+        store.reserve("u", 2, later, hold(later)).await.unwrap(),
+        None
+    );
+    let c = store
+        .reserve("u", 3, later, hold(later))
+        .await
+        .unwrap()
+        .unwrap();
+    // A success forgets the failures and keeps the verifier.
+    store
+        .succeeded("u", &c, Some("$argon2id$verifier"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.verifier("u").await.unwrap().as_deref(),
+        Some("$argon2id$verifier")
+    );
+    // A success without a new verifier keeps the last one.
+    let d = store
+        .reserve("u", 1, later, hold(later))
+        .await
+        .unwrap()
+        .unwrap();
+    store.succeeded("u", &d, None).await.unwrap();
+    assert_eq!(
+        store.verifier("u").await.unwrap().as_deref(),
+        Some("$argon2id$verifier")
+    );
+    // A hold nobody settles (its gateway died) becomes a failure when it expires.
+    let lost = store
+        .reserve("u", 1, later, later + 1000)
+        .await
+        .unwrap()
+        .unwrap();
+    let in_flight = store
+        .reserve("u", 2, later + 999, hold(later))
+        .await
+        .unwrap();
+    assert!(
+        in_flight.is_some(),
+        "the lost hold is in flight until it expires"
+    );
+    // Expired: one failure, plus the hold still in flight.
+    let after = later + 1000;
+    assert_eq!(
+        store.reserve("u", 2, after, hold(after)).await.unwrap(),
+        None
+    );
+    // Settling the expired hold late adds nothing to the failure it became.
+    assert_eq!(store.failed("u", &lost).await.unwrap(), 1);
+    // An administrator's reset forgets the count and the verifier.
+    store.forget("u").await.unwrap();
+    assert_eq!(store.verifier("u").await.unwrap(), None);
+    assert!(store
+        .reserve("u", 1, after, hold(after))
+        .await
+        .unwrap()
+        .is_some());
+    store.forget("never-seen").await.unwrap();
 }
 
 pub async fn failed_logins(store: &dyn FailedLogins) {

@@ -1,10 +1,12 @@
 //! State shared by every request, and by every gateway of a deployment through Redis:
-//! token revocations, login lockouts, failed logins per client, the service account's
+//! token revocations, login lockouts, the dashboard's count of failed logins per
+//! username, failed logins per client, the service account's
 //! dashboard token and each user's own dashboard session, each behind a narrow trait, in
 //! memory (`memory`, `failed_logins`, `user_sessions`) or in Redis (`redis`). Time is passed in, so the stores hold no clock and tests control it.
 //! Policy (how many failures lock for how long, how fast a client's bucket refills) lives
 //! in `auth` and `config`, not here.
 
+mod dashboard_attempts;
 mod failed_logins;
 mod health;
 mod memory;
@@ -17,6 +19,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use self::redis::{EncryptionKey, RedisSettings, RevocationFeed};
+pub use dashboard_attempts::{Hold, MemoryDashboardAttempts};
 pub use failed_logins::{BucketRate, MemoryFailedLogins, Take};
 pub use health::StoreHealth;
 pub use memory::{MemoryLockouts, MemoryRevocations, MemoryUpstreamTokens};
@@ -78,6 +81,43 @@ pub trait Lockouts: Send + Sync {
     async fn lock(&self, username: &str, until: UnixTime) -> Result<(), StateError>;
     /// Forgets failures and locks of `username` (after a successful login).
     async fn clear(&self, username: &str) -> Result<(), StateError>;
+    async fn ready(&self) -> Result<(), StateError>;
+}
+
+/// The dashboard's own count of failed logins per username, as the gateway mirrors it
+/// (`auth.source = "dashboard"`): consecutive failures since the last success, never
+/// forgotten by time, plus the attempts in flight, so that the gateway never sends the
+/// attempt that could be the dashboard's limit-th failure (it would disable the account).
+#[async_trait]
+pub trait DashboardAttempts: Send + Sync {
+    /// Reserves one attempt at `username` if its failures plus the attempts in flight stay
+    /// under `ceiling`, atomically across gateways: `None` when they do not. A hold not
+    /// settled by `hold_until` (its gateway died mid-attempt) counts as a failure: the
+    /// dashboard may have counted it.
+    async fn reserve(
+        &self,
+        username: &str,
+        ceiling: u32,
+        now: UnixMillis,
+        hold_until: UnixMillis,
+    ) -> Result<Option<Hold>, StateError>;
+    /// The held attempt failed, or its outcome is unknown: one more failure (none if the
+    /// hold already expired into one). Returns the failures.
+    async fn failed(&self, username: &str, hold: &Hold) -> Result<u32, StateError>;
+    /// The dashboard accepted the held attempt: no failures, and `verifier` (an argon2id
+    /// hash of the password, never the password) kept for the attempts near the limit
+    /// (`None`: none could be made; the last one stays).
+    async fn succeeded(
+        &self,
+        username: &str,
+        hold: &Hold,
+        verifier: Option<&str>,
+    ) -> Result<(), StateError>;
+    /// The verifier of the last password that succeeded through a gateway.
+    async fn verifier(&self, username: &str) -> Result<Option<String>, StateError>;
+    /// Forgets everything about `username`: an administrator reset the dashboard's own
+    /// count (`clustergate unlock`).
+    async fn forget(&self, username: &str) -> Result<(), StateError>;
     async fn ready(&self) -> Result<(), StateError>;
 }
 
@@ -196,6 +236,7 @@ pub enum StateConfig {
 pub struct Stores {
     pub revocations: Arc<dyn Revocations>,
     pub lockouts: Arc<dyn Lockouts>,
+    pub dashboard_attempts: Arc<dyn DashboardAttempts>,
     pub failed_logins: Arc<dyn FailedLogins>,
     pub upstream_tokens: Arc<dyn UpstreamTokens>,
     pub user_sessions: Arc<dyn UserSessions>,
@@ -210,6 +251,7 @@ impl Stores {
     pub async fn ready(&self) -> Result<(), StateError> {
         self.revocations.ready().await?;
         self.lockouts.ready().await?;
+        self.dashboard_attempts.ready().await?;
         self.failed_logins.ready().await?;
         self.upstream_tokens.ready().await?;
         self.user_sessions.ready().await
@@ -221,6 +263,11 @@ impl Stores {
 pub const MEMORY_MAX_ENTRIES: usize = 100_000;
 
 impl StateConfig {
+    /// Whether the state lives outside the gateways' processes, where a command can reach it.
+    pub fn is_shared(&self) -> bool {
+        matches!(self, StateConfig::Redis(_))
+    }
+
     /// The stores. A Redis that cannot be reached yet does not stop this: the stores
     /// answer `Unavailable` until it can, and recover by themselves.
     pub fn build(self) -> Result<Stores, StateError> {
@@ -228,6 +275,7 @@ impl StateConfig {
             StateConfig::Memory => Ok(Stores {
                 revocations: Arc::new(MemoryRevocations::new(MEMORY_MAX_ENTRIES)),
                 lockouts: Arc::new(MemoryLockouts::new(MEMORY_MAX_ENTRIES)),
+                dashboard_attempts: Arc::new(MemoryDashboardAttempts::new(MEMORY_MAX_ENTRIES)),
                 failed_logins: Arc::new(MemoryFailedLogins::new(MEMORY_MAX_ENTRIES)),
                 upstream_tokens: Arc::new(MemoryUpstreamTokens::default()),
                 user_sessions: Arc::new(MemoryUserSessions::new(MEMORY_MAX_ENTRIES)),

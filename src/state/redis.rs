@@ -7,6 +7,8 @@
 //!   trusted: checks fail closed. Messages and keys are signed with the deployment's key
 //!   (`sealed`): what anyone else publishes or writes is dropped and counted.
 //! - Lockouts: one hash per username, counted by a Lua script so that gateways count as one.
+//! - The dashboard's count of failed logins per username: one hash per username and a
+//!   set bounding how many hold a count (`dashboard_attempts`).
 //! - Failed logins per client: one key per client's bucket, expiring once it is full
 //!   again (`failed_logins`).
 //! - The service account's token: one key, kept locally until due; one gateway logs in at a
@@ -17,6 +19,7 @@
 //! Every command is bounded by `command_timeout`; a Redis that is down is `Unavailable`,
 //! never a hang, and the connection comes back by itself.
 
+mod dashboard_attempts;
 mod failed_logins;
 mod sealed;
 mod user_sessions;
@@ -84,6 +87,9 @@ pub(super) fn stores(settings: RedisSettings) -> Result<Stores, StateError> {
     Ok(Stores {
         revocations: revocations.clone(),
         lockouts: Arc::new(RedisLockouts {
+            redis: redis.clone(),
+        }),
+        dashboard_attempts: Arc::new(dashboard_attempts::RedisDashboardAttempts {
             redis: redis.clone(),
         }),
         failed_logins: Arc::new(failed_logins::RedisFailedLogins {
@@ -207,11 +213,11 @@ impl Redis {
         &self,
         what: &'static str,
         script: &Script,
-        key: String,
+        keys: impl redis::ToRedisArgs,
         args: impl redis::ToRedisArgs,
     ) -> Result<T, StateError> {
         let mut invocation = script.prepare_invoke();
-        invocation.key(key).arg(args);
+        invocation.key(keys).arg(args);
         self.bounded(what, async {
             let mut connection = self.connection().await?;
             invocation.invoke_async(&mut connection).await
@@ -737,6 +743,7 @@ mod tests {
         contract::revocations(gateway.stores.revocations.as_ref()).await;
         contract::lockouts(gateway.stores.lockouts.as_ref()).await;
         contract::failed_logins(gateway.stores.failed_logins.as_ref()).await;
+        contract::dashboard_attempts(gateway.stores.dashboard_attempts.as_ref()).await;
         contract::upstream_tokens(gateway.stores.upstream_tokens.as_ref()).await;
         contract::user_sessions(gateway.stores.user_sessions.as_ref()).await;
     }
@@ -937,6 +944,29 @@ mod tests {
             counts,
             (1..=60).collect::<Vec<u32>>(),
             "every failure counted once"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn three_gateways_reserve_the_dashboards_attempts_as_one() {
+        let server = RedisServer::start();
+        let mut tasks = Vec::new();
+        for _ in 0..3 {
+            let attempts = stores(settings(&server, "cg:")).unwrap().dashboard_attempts;
+            for _ in 0..20 {
+                let attempts = attempts.clone();
+                tasks.push(tokio::spawn(async move {
+                    attempts.reserve("admin", 9, 100, 60_000).await.unwrap()
+                }));
+            }
+        }
+        let mut held = 0;
+        for task in tasks {
+            held += usize::from(task.await.unwrap().is_some());
+        }
+        assert_eq!(
+            held, 9,
+            "failures plus attempts in flight stay under the ceiling"
         );
     }
 
@@ -1228,6 +1258,7 @@ mod tests {
         let a = gateway_with(acl_user()).await;
         contract::revocations(a.stores.revocations.as_ref()).await;
         contract::lockouts(a.stores.lockouts.as_ref()).await;
+        contract::dashboard_attempts(a.stores.dashboard_attempts.as_ref()).await;
         contract::failed_logins(a.stores.failed_logins.as_ref()).await;
         contract::upstream_tokens(a.stores.upstream_tokens.as_ref()).await;
         contract::user_sessions(a.stores.user_sessions.as_ref()).await;

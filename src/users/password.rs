@@ -70,6 +70,13 @@ impl PasswordHash {
         Ok(PasswordHash::Argon2(phc))
     }
 
+    /// The hash's text, as a users file holds it.
+    pub fn phc(&self) -> &str {
+        match self {
+            PasswordHash::Argon2(text) | PasswordHash::Bcrypt(text) => text,
+        }
+    }
+
     /// Slow on purpose: call through [`PasswordChecker`], never on the event loop.
     pub fn verify(&self, password: &str) -> bool {
         match self {
@@ -105,6 +112,18 @@ impl PasswordChecker {
             max_queued,
             dummy: Arc::new(PasswordHash::hash_new(&crate::secrets::random_text())?),
         })
+    }
+
+    /// A new argon2id hash of `password`, made on the same bounded pool.
+    pub async fn hash(&self, password: String) -> Result<PasswordHash, HashError> {
+        let _queued = QueueSlot::take(&self.waiting, self.max_queued)?;
+        let _permit = self.permits.acquire().await.map_err(|_| HashError::Busy)?;
+        tokio::task::spawn_blocking(move || {
+            yield_cpu_to_requests();
+            PasswordHash::hash_new(&password)
+        })
+        .await
+        .map_err(|e| HashError::Hashing(e.to_string()))?
     }
 
     /// Verifies `password` against `hash`, or against a dummy hash of the same cost when
