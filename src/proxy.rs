@@ -254,11 +254,10 @@ impl ProxyHttp for Gateway {
             // into a box (by `async_trait`) on every request.
             ResponseVerdict::Probe => Box::pin(self.check_standby(&backend, status, ctx)).await,
             ResponseVerdict::Renew { refused } => {
-                if let Some(account) = &self.account {
-                    if let Err(e) = account.discard(&refused).await {
-                        tracing::warn!(error = %e, "cannot discard the refused service token");
-                    }
+                if !self.renews(&refused).await {
+                    return Ok(());
                 }
+                ctx.attempt.retry_with_new_token();
                 Err(GatewayError::unreachable_backend()
                     .into_retry("retrying with a new service token"))
             }
@@ -554,6 +553,21 @@ impl Gateway {
         let _enter = ctx.span.enter();
         tracing::info!(server = %backend.base, status, "a standby answered; trying the next backend");
         Err(GatewayError::no_active_backend().into_retry(format!("answered {status}")))
+    }
+
+    /// Whether a request refused with the service token `refused` is sent again with a new
+    /// one (the account decides; it cannot when the store fails, and the retry logs in).
+    async fn renews(&self, refused: &Arc<str>) -> bool {
+        let Some(account) = &self.account else {
+            return false;
+        };
+        account
+            .refused(refused, unix_now())
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot discard the refused service token");
+                true
+            })
     }
 
     /// The service account's token, logging in through `backend` when needed. A backend
