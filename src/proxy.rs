@@ -355,6 +355,14 @@ impl ProxyHttp for Gateway {
         }
     }
 
+    /// How pingora's own lines ("Fail to proxy", at WARN and ERROR) name a request: its
+    /// method, path and id, never its query (it may carry secrets) nor its Host.
+    fn request_summary(&self, session: &Session, ctx: &RequestCtx) -> String {
+        let header = session.req_header();
+        let path = access_log::logged_path(&ctx.path, &header.uri);
+        format!("{} {path}, request_id: {}", header.method, ctx.id)
+    }
+
     /// Runs once per request, answered or failed.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
