@@ -209,3 +209,43 @@ async fn query_strings_never_reach_the_log_at_the_default_level() {
     let found = leaks(&logs, &[("a query value", QUERY_VALUE.to_string())]);
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+#[tokio::test]
+async fn a_request_head_that_cannot_be_parsed_is_never_logged() {
+    for rust_log in [None, Some("trace")] {
+        let gw = match rust_log {
+            Some(filter) => Gateway::with_admin_and_viewer().env("RUST_LOG", filter),
+            None => Gateway::with_admin_and_viewer().env_removed("RUST_LOG"),
+        }
+        .start();
+        // A header line without a colon: no parser accepts the head.
+        let head = format!(
+            "GET /metrics?filter={QUERY_VALUE} HTTP/1.1\r\nHost: x\r\n\
+             Authorization: Bearer {SMUGGLED_TOKEN}\r\nCookie: s={COOKIE_VALUE}\r\n\
+             no colon here\r\nConnection: close\r\n\r\n"
+        );
+        for addr in [gw.addr, gw.metrics_addr] {
+            // The gateway answers 400 or closes: either way the head was refused.
+            if let Ok(reply) = try_raw_http(addr, head.as_bytes()) {
+                assert_eq!(reply.status, 400, "{addr}: {}", reply.text());
+            }
+        }
+        // The premise: the refusal was logged by the admin listener (pingora's ERROR line).
+        assert!(
+            gw.logs_come_to(|logs| logs.contains("fails to read")).await,
+            "{}",
+            gw.logs()
+        );
+        let secrets = [
+            ("a query value", QUERY_VALUE.to_string()),
+            ("an Authorization header", SMUGGLED_TOKEN.to_string()),
+            ("a cookie value", COOKIE_VALUE.to_string()),
+        ];
+        let found = leaks(&gw.logs(), &secrets);
+        assert!(
+            found.is_empty(),
+            "RUST_LOG={rust_log:?}:\n{}",
+            found.join("\n")
+        );
+    }
+}
