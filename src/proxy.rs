@@ -564,7 +564,8 @@ impl Gateway {
     }
 
     /// Whether a request refused with the service token `refused` is sent again with a new
-    /// one (the account decides; it cannot when the store fails, and the retry logs in).
+    /// one: the account decides. When its store fails the request is sent again anyway, as
+    /// before the account decided; the retry then meets the store's error or logs in.
     async fn renews(&self, refused: &Arc<str>) -> bool {
         let Some(account) = &self.account else {
             return false;

@@ -1,6 +1,7 @@
 //! The gateway's service account on the dashboards: it logs in, keeps the token (behind
 //! the `UpstreamTokens` store), renews it ahead of its expiry, and logs in again when a
-//! backend refuses it. One login runs at a time; the others wait for its result.
+//! backend refuses it, at most once per [`MIN_RENEWAL_INTERVAL`]. One login runs at a time;
+//! the others wait for its result.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
