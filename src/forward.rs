@@ -14,7 +14,6 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::Session;
 use pingora::{InvalidHTTPHeader, OrErr};
 
-use crate::auth::request::TOKEN_COOKIE;
 use crate::auth::UserToken;
 use crate::decimal::push_decimal;
 use crate::errors::GatewayError;
@@ -218,7 +217,11 @@ pub fn rewrite_request(
             }
         }
         if headers.contains_key(COOKIE) {
-            drop_token_cookie(headers)?;
+            let language = language_cookie(headers);
+            headers.remove(COOKIE);
+            if let Some(language) = language {
+                headers.insert(COOKIE, language);
+            }
         }
         if let Some(accept) = accept {
             if !carries_only(headers, ACCEPT, accept.as_bytes()) {
@@ -228,17 +231,6 @@ pub fn rewrite_request(
         headers.insert(HOST, value(backend_host.to_string())?);
         Ok(())
     })
-}
-
-/// The client's cookies without the gateway's `token`, joined into one header (none left:
-/// no header).
-fn drop_token_cookie(headers: &mut HeaderMap) -> pingora::Result<()> {
-    let cookies = remaining_cookies(headers);
-    headers.remove(COOKIE);
-    if let Some(cookies) = cookies {
-        headers.insert(COOKIE, value(cookies)?);
-    }
-    Ok(())
 }
 
 /// `Bearer <token>` for `Authorization`.
@@ -254,18 +246,38 @@ fn value(text: String) -> pingora::Result<HeaderValue> {
     HeaderValue::try_from(text).or_err(InvalidHTTPHeader, "a header value the gateway sets")
 }
 
-/// The client's cookies without the gateway's `token`, joined into one header.
-fn remaining_cookies(headers: &HeaderMap) -> Option<String> {
-    let kept: Vec<&str> = headers
+/// The one client cookie the dashboard reads: the web UI's language, which its index page
+/// takes from `cd-lang`. No other client cookie is forwarded: the dashboard prefers a
+/// `token` cookie to the gateway's `Authorization`, and Python's cookie parser finds one in
+/// any separator it accepts (`a=1 token=X`, quoted values, `,`).
+const LANGUAGE_COOKIE: &str = "cd-lang";
+
+/// Longer than any language tag the web UI names.
+const MAX_LANGUAGE_LEN: usize = 35;
+
+/// The `Cookie` header the dashboard gets: `cd-lang=<tag>` rebuilt from the client's
+/// language cookie when its value is a plain tag (ASCII letters, digits, `-`, `_`), so
+/// that no parser can read another cookie out of it; `None`: no cookie at all.
+fn language_cookie(headers: &HeaderMap) -> Option<HeaderValue> {
+    let tag = headers
         .get_all(COOKIE)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .map(str::trim)
-        .filter(|pair| !pair.is_empty())
-        .filter(|pair| pair.split_once('=').map_or(*pair, |(name, _)| name.trim()) != TOKEN_COOKIE)
-        .collect();
-    (!kept.is_empty()).then(|| kept.join("; "))
+        .flat_map(|v| v.as_bytes().split(|b| *b == b';'))
+        .filter_map(|pair| {
+            let (name, tag) = pair.split_at(pair.iter().position(|b| *b == b'=')?);
+            (name.trim_ascii() == LANGUAGE_COOKIE.as_bytes()).then(|| tag[1..].trim_ascii())
+        })
+        // The dashboard's parser keeps the last of repeated names.
+        .next_back()?;
+    let plain = |b: &u8| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_';
+    if tag.is_empty() || tag.len() > MAX_LANGUAGE_LEN || !tag.iter().all(plain) {
+        return None;
+    }
+    let mut cookie = Vec::with_capacity(LANGUAGE_COOKIE.len() + 1 + tag.len());
+    cookie.extend_from_slice(LANGUAGE_COOKIE.as_bytes());
+    cookie.push(b'=');
+    cookie.extend_from_slice(tag);
+    HeaderValue::from_bytes(&cookie).ok()
 }
 
 /// Makes a `Location` that names a backend relative, so no manager's own address
@@ -367,7 +379,11 @@ mod tests {
             get("authorization").as_deref(),
             Some("Bearer service-token")
         );
-        assert_eq!(get("cookie").as_deref(), Some("a=1; b=2"));
+        assert_eq!(
+            get("cookie"),
+            None,
+            "no client cookie reaches the dashboard"
+        );
         assert_eq!(get("x-forwarded-user").as_deref(), Some("viewer"));
         assert_eq!(get("x-forwarded-for").as_deref(), Some("10.1.2.3"));
         assert_eq!(get("x-forwarded-proto").as_deref(), Some("https"));
@@ -425,12 +441,57 @@ mod tests {
         assert_eq!(req.raw_path(), b"/api/pool?stats=true");
     }
 
-    #[test]
-    fn a_lone_token_cookie_leaves_no_cookie_header() {
-        let mut req = RequestHeader::build("GET", b"/api/pool", None).unwrap();
-        req.insert_header("cookie", "token=abc").unwrap();
+    /// The `Cookie` header the dashboard gets for a client's `cookies`.
+    fn forwarded_cookie(cookies: &[&str]) -> Option<String> {
+        let mut req = RequestHeader::build("GET", b"/", None).unwrap();
+        for cookie in cookies {
+            req.append_header("cookie", *cookie).unwrap();
+        }
         rewrite_request(&mut req, &forward("u"), "h", Some("t"), UNKNOWN_CLIENT).unwrap();
-        assert!(req.headers.get("cookie").is_none());
+        req.headers
+            .get("cookie")
+            .map(|v| v.to_str().unwrap().to_string())
+    }
+
+    #[test]
+    fn no_spelling_of_a_token_cookie_reaches_the_dashboard() {
+        for cookies in [
+            &["a=1 token=X"][..],
+            &["a=1, token=X"],
+            &["a=\"1; token=X\""],
+            &["token=X"],
+            &[" token =X; b=2"],
+            &["a=1", "token=X"],
+            &["cd-lang=en token=X"],
+            &["cd-lang=\"en\" token=X"],
+            &["cd-lang=en,token=X"],
+            &["cd-lang=en\ttoken=X"],
+        ] {
+            let forwarded = forwarded_cookie(cookies);
+            assert!(
+                forwarded.as_deref().is_none_or(|c| !c.contains("token")),
+                "{cookies:?} became {forwarded:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_the_web_uis_language_cookie_is_forwarded() {
+        assert_eq!(
+            forwarded_cookie(&["theme=dark; cd-lang=zh-Hans; token=X"]).as_deref(),
+            Some("cd-lang=zh-Hans")
+        );
+        assert_eq!(
+            forwarded_cookie(&["a=1", " cd-lang = de-DE "]).as_deref(),
+            Some("cd-lang=de-DE")
+        );
+        assert_eq!(forwarded_cookie(&["a=1; b=2"]), None);
+        assert_eq!(forwarded_cookie(&["cd-lang="]), None);
+        assert_eq!(forwarded_cookie(&["cd-lang=en.US"]), None);
+        assert_eq!(
+            forwarded_cookie(&[&format!("cd-lang={}", "a".repeat(36))]),
+            None
+        );
     }
 
     fn with_connection(values: &[&str]) -> RequestHeader {

@@ -1,6 +1,7 @@
 //! Where the gateway's log lines go and how they look: `tracing`'s lines as text or as one
 //! JSON object each (`log.format`), filtered by `RUST_LOG` or else `log.level` (which a
-//! reload changes: [`LogLevel`]), written to standard error by a worker thread so that no
+//! reload changes: [`LogLevel`]) and never past INFO for libraries
+//! ([`libraries_at_most_info`]), written to standard error by a worker thread so that no
 //! request waits on the output. The access
 //! log (`access_log`) formats its lines itself (JSON through [`json_line`]) and queues them
 //! on the same worker ([`LogWriter`]); the audit log (`audit`) uses [`json_line`] and
@@ -9,8 +10,9 @@
 use std::io::{BufWriter, IsTerminal, Write};
 
 use serde::Serialize;
-use tracing::Subscriber;
+use tracing::{Level, Metadata, Subscriber};
 use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
+use tracing_subscriber::filter::{filter_fn, FilterFn};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::MakeWriter;
@@ -135,6 +137,7 @@ pub fn init(config: &LogConfig) -> Result<Logging, LogError> {
     let ansi = config.format == LogFormat::Text && std::io::stderr().is_terminal();
     tracing_subscriber::registry()
         .with(filter)
+        .with(libraries_at_most_info())
         .with(layer(config.format, writer.clone(), ansi))
         .try_init()
         .map_err(|e| LogError(e.to_string()))?;
@@ -146,6 +149,21 @@ pub fn init(config: &LogConfig) -> Result<Logging, LogError> {
             level,
         },
     })
+}
+
+/// Only the gateway's own lines pass INFO, whatever `RUST_LOG` or `log.level` ask: its
+/// libraries' debug and trace lines carry what the gateway keeps out of its logs (pingora's
+/// print whole request heads, with the Authorization header the gateway sets, the client's
+/// cookies and query). Its own are written without secrets.
+fn libraries_at_most_info() -> FilterFn<fn(&Metadata<'_>) -> bool> {
+    filter_fn(|meta| *meta.level() <= Level::INFO || is_own(meta.target()))
+}
+
+/// A target of the gateway's own code (`clustergate`'s module paths).
+fn is_own(target: &str) -> bool {
+    target
+        .strip_prefix("clustergate")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
 }
 
 /// A JSON line written without `tracing`'s formatter: `timestamp` (now, as the other JSON
@@ -258,10 +276,10 @@ pub(crate) mod capture {
     ) -> String {
         let captured = Captured::default();
         let (filter, level) = super::reloadable(EnvFilter::new(filter), false);
-        let subscriber =
-            Registry::default()
-                .with(filter)
-                .with(super::layer(format, captured.clone(), false));
+        let subscriber = Registry::default()
+            .with(filter)
+            .with(super::libraries_at_most_info())
+            .with(super::layer(format, captured.clone(), false));
         tracing::subscriber::with_default(subscriber, || emit(&level));
         let bytes = captured.0.lock().unwrap().clone();
         String::from_utf8(bytes).unwrap()
@@ -283,6 +301,22 @@ mod tests {
         });
         assert!(!text.contains("before the reload"), "{text}");
         assert!(text.contains("after the reload"), "{text}");
+    }
+
+    #[test]
+    fn libraries_never_write_past_info() {
+        let text = capture::lines(LogFormat::Text, "trace", || {
+            tracing::debug!(target: "pingora_core::protocols::http::v1::client", "library debug");
+            tracing::trace!(target: "clustergate_other", "library trace");
+            tracing::info!(target: "pingora_proxy", "library info");
+            tracing::trace!(target: "clustergate::proxy", "own trace");
+            tracing::debug!("own debug");
+        });
+        assert!(!text.contains("library debug"), "{text}");
+        assert!(!text.contains("library trace"), "{text}");
+        for line in ["library info", "own trace", "own debug"] {
+            assert!(text.contains(line), "{line}: {text}");
+        }
     }
 
     #[test]

@@ -254,11 +254,10 @@ impl ProxyHttp for Gateway {
             // into a box (by `async_trait`) on every request.
             ResponseVerdict::Probe => Box::pin(self.check_standby(&backend, status, ctx)).await,
             ResponseVerdict::Renew { refused } => {
-                if let Some(account) = &self.account {
-                    if let Err(e) = account.discard(&refused).await {
-                        tracing::warn!(error = %e, "cannot discard the refused service token");
-                    }
+                if !self.renews(&refused).await {
+                    return Ok(());
                 }
+                ctx.attempt.retry_with_new_token();
                 Err(GatewayError::unreachable_backend()
                     .into_retry("retrying with a new service token"))
             }
@@ -354,6 +353,14 @@ impl ProxyHttp for Gateway {
             error_code: error.status(),
             can_reuse_downstream: false,
         }
+    }
+
+    /// How pingora's own lines ("Fail to proxy", at WARN and ERROR) name a request: its
+    /// method, path and id, never its query (it may carry secrets) nor its Host.
+    fn request_summary(&self, session: &Session, ctx: &RequestCtx) -> String {
+        let header = session.req_header();
+        let path = access_log::logged_path(&ctx.path, &header.uri);
+        format!("{} {path}, request_id: {}", header.method, ctx.id)
     }
 
     /// Runs once per request, answered or failed.
@@ -554,6 +561,22 @@ impl Gateway {
         let _enter = ctx.span.enter();
         tracing::info!(server = %backend.base, status, "a standby answered; trying the next backend");
         Err(GatewayError::no_active_backend().into_retry(format!("answered {status}")))
+    }
+
+    /// Whether a request refused with the service token `refused` is sent again with a new
+    /// one: the account decides. When its store fails the request is sent again anyway, as
+    /// before the account decided; the retry then meets the store's error or logs in.
+    async fn renews(&self, refused: &Arc<str>) -> bool {
+        let Some(account) = &self.account else {
+            return false;
+        };
+        account
+            .refused(refused, unix_now())
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot discard the refused service token");
+                true
+            })
     }
 
     /// The service account's token, logging in through `backend` when needed. A backend

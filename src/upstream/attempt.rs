@@ -5,7 +5,7 @@
 //!
 //! The rules: only the active manager serves. A standby answers 303 (or an error), and
 //! processed nothing, so any request is sent again elsewhere. A refused service token is
-//! renewed once and the same backend asked again. A connection dropped before the answer
+//! renewed once, when the service account agrees, and the same backend asked again. A connection dropped before the answer
 //! is retried for idempotent requests only, once on the same backend, then elsewhere. A body larger than pingora's retry buffer
 //! cannot be sent twice.
 
@@ -56,7 +56,9 @@ pub enum ResponseVerdict {
     /// the active manager's own error (e.g. 503 without an orchestrator). Report the probe's
     /// verdict with [`Attempt::on_probe`].
     Probe,
-    /// The service token was refused: discard `refused` and retry with a new token.
+    /// The service token was refused: the service account decides whether `refused` is
+    /// replaced ([`super::credentials::ServiceAccount::refused`]); if so,
+    /// [`Attempt::retry_with_new_token`], else the 401 is delivered.
     Renew { refused: Arc<str> },
     /// The user's own dashboard token was refused: the client gets the 401 and the
     /// user's session ends. Never retried with the service account's token.
@@ -144,14 +146,18 @@ impl Attempt {
         if status == 401 && !self.renewed {
             if let Some(refused) = self.token.take() {
                 self.renewed = true;
-                self.pending = Some(Pending::NewToken);
-                if let Some(backend) = &self.backend {
-                    self.tried.remove(backend.index);
-                }
                 return ResponseVerdict::Renew { refused };
             }
         }
         ResponseVerdict::Deliver
+    }
+
+    /// The refused service token is replaced: the same backend is asked again.
+    pub fn retry_with_new_token(&mut self) {
+        self.pending = Some(Pending::NewToken);
+        if let Some(backend) = &self.backend {
+            self.tried.remove(backend.index);
+        }
     }
 
     /// The probe after [`ResponseVerdict::Probe`] said whether the backend is still the
@@ -293,11 +299,27 @@ mod tests {
                 refused: Arc::from("old")
             }
         );
+        attempt.retry_with_new_token();
         assert_eq!(attempt.on_error(false, true, false), ErrorVerdict::Retry);
         assert_eq!(attempt.pick(&upstreams).unwrap().index, 1, "same manager");
         attempt.sending(Some(Arc::from("new")));
         // Refused again: the dashboard means it; the client gets its 401.
         assert_eq!(attempt.on_response(401), ResponseVerdict::Deliver);
+    }
+
+    #[test]
+    fn a_refusal_the_account_does_not_renew_for_is_the_answer() {
+        let upstreams = managers();
+        let mut attempt = sent(&upstreams, Some("t"));
+        assert!(matches!(
+            attempt.on_response(401),
+            ResponseVerdict::Renew { .. }
+        ));
+        // No retry was decided: the 401 reaches the client.
+        assert_eq!(
+            attempt.on_error(false, true, false),
+            ErrorVerdict::GiveUp(None)
+        );
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The gateway's service account on the dashboards: it logs in, keeps the token (behind
 //! the `UpstreamTokens` store), renews it ahead of its expiry, and logs in again when a
-//! backend refuses it. One login runs at a time; the others wait for its result.
+//! backend refuses it, at most once per [`MIN_RENEWAL_INTERVAL`]. One login runs at a time;
+//! the others wait for its result.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::login::{self, LoginError};
 use super::{Backend, Upstreams};
@@ -14,6 +16,13 @@ use crate::state::{StateError, UnixTime, UpstreamToken, UpstreamTokens};
 /// times (a login takes a dashboard well under a second).
 const OTHER_LOGIN_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 const OTHER_LOGIN_CHECKS: u32 = 30;
+
+/// A refused token is replaced at most this often. The dashboard answers 401 for other
+/// reasons than a revoked token too (a request carrying another credential it prefers,
+/// say): replacing the token on each of those cost a login (~0.23 s of the manager's CPU)
+/// per request. A token revoked within this time of the last renewal is refused until it
+/// has passed.
+pub const MIN_RENEWAL_INTERVAL: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
@@ -30,7 +39,14 @@ pub struct ServiceAccount {
     login_accept: String,
     tokens: Arc<dyn UpstreamTokens>,
     login: tokio::sync::Mutex<()>,
+    /// The last token discarded after a refusal, and when.
+    last_renewal: Mutex<Option<Renewal>>,
     metrics: Arc<Metrics>,
+}
+
+struct Renewal {
+    refused: Arc<str>,
+    at: Instant,
 }
 
 impl ServiceAccount {
@@ -47,6 +63,7 @@ impl ServiceAccount {
             login_accept,
             tokens,
             login: tokio::sync::Mutex::new(()),
+            last_renewal: Mutex::new(None),
             metrics,
         }
     }
@@ -109,9 +126,33 @@ impl ServiceAccount {
         Ok(None)
     }
 
-    /// Forgets `token` after a backend refused it, so the next request logs in again.
-    pub async fn discard(&self, token: &str) -> Result<(), StateError> {
-        self.tokens.discard(token).await
+    /// A backend refused `refused`: whether the request is sent again with a new token.
+    /// Yes when another request already replaced it or is replacing it (one login for all
+    /// of them), or when it is discarded now, so that the next token is a fresh login; that
+    /// happens at most once per [`MIN_RENEWAL_INTERVAL`]. No: the 401 is the dashboard's
+    /// answer to the request, and reaches the client.
+    pub async fn refused(&self, refused: &Arc<str>, now: UnixTime) -> Result<bool, StateError> {
+        if self.usable(now).await?.as_ref() != Some(refused) {
+            return Ok(true);
+        }
+        {
+            let mut last = self
+                .last_renewal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match &*last {
+                Some(renewal) if renewal.refused == *refused => return Ok(true),
+                Some(renewal) if renewal.at.elapsed() < MIN_RENEWAL_INTERVAL => return Ok(false),
+                _ => {
+                    *last = Some(Renewal {
+                        refused: refused.clone(),
+                        at: Instant::now(),
+                    })
+                }
+            }
+        }
+        self.tokens.discard(refused).await?;
+        Ok(true)
     }
 
     async fn usable(&self, now: UnixTime) -> Result<Option<Arc<str>>, StateError> {
@@ -175,7 +216,70 @@ fn renew_at(token: &str, now: UnixTime) -> Option<UnixTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::MemoryUpstreamTokens;
     use base64::Engine;
+
+    fn account() -> (ServiceAccount, Arc<MemoryUpstreamTokens>) {
+        let tokens = Arc::new(MemoryUpstreamTokens::default());
+        let metrics = Metrics::new(&prometheus::Registry::new()).unwrap();
+        let account = ServiceAccount::new(
+            "clustergate".into(),
+            Secret::new(b"pw".to_vec()),
+            "application/vnd.ceph.api.v1.0+json".into(),
+            tokens.clone(),
+            metrics,
+        );
+        (account, tokens)
+    }
+
+    async fn store(tokens: &MemoryUpstreamTokens, token: &Arc<str>) {
+        let token = UpstreamToken {
+            token: token.clone(),
+            renew_at: None,
+        };
+        tokens.store(token).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn refusals_renew_the_token_once_per_interval_whatever_their_number() {
+        let first: Arc<str> = Arc::from("first");
+        let (account, tokens) = account();
+        store(&tokens, &first).await;
+        // A hundred requests refused with the same token: one discard, all sent again.
+        for _ in 0..100 {
+            assert!(account.refused(&first, 1).await.unwrap());
+        }
+        assert!(tokens.current(1).await.unwrap().is_none(), "discarded");
+        // The login that followed stored a new token; the dashboard refuses it too.
+        let second: Arc<str> = Arc::from("second");
+        store(&tokens, &second).await;
+        assert!(
+            account.refused(&first, 1).await.unwrap(),
+            "already replaced"
+        );
+        for _ in 0..100 {
+            assert!(
+                !account.refused(&second, 1).await.unwrap(),
+                "within the interval the 401 is the answer"
+            );
+        }
+        assert_eq!(tokens.current(1).await.unwrap().unwrap().token, second);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_after_the_interval_renews_again() {
+        let (account, tokens) = account();
+        let old: Arc<str> = Arc::from("old");
+        store(&tokens, &old).await;
+        assert!(account.refused(&old, 1).await.unwrap());
+        let next: Arc<str> = Arc::from("next");
+        store(&tokens, &next).await;
+        if let Some(renewal) = account.last_renewal.lock().unwrap().as_mut() {
+            renewal.at -= MIN_RENEWAL_INTERVAL;
+        }
+        assert!(account.refused(&next, 1).await.unwrap());
+        assert!(tokens.current(1).await.unwrap().is_none());
+    }
 
     fn token_with(payload: &str) -> String {
         let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
