@@ -21,6 +21,8 @@ const SLOW_CLIENTS: usize = 50;
 /// The body every slow client declares, and the pause between its bytes (the finding's).
 const DECLARED: usize = 1000;
 const BYTE_EVERY: Duration = Duration::from_secs(2);
+/// A slow client answered (400 for GET with a body) comes back this soon.
+const RECONNECT: Duration = Duration::from_millis(100);
 
 fn gateway(dash: &Dashboard) -> Gateway {
     Gateway::with_dashboard_users().upstream(dash)
@@ -32,7 +34,7 @@ fn slow_head(kind: usize, host: &str, token: &str) -> String {
     match kind % 3 {
         0 => format!("GET / HTTP/1.1\r\nHost: {host}\r\nContent-Length: {DECLARED}\r\n\r\n"),
         1 => format!(
-            "POST /ui-api/logging/js-error HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {DECLARED}\r\n\r\n"
+            "POST /ui-api/logging/js-error HTTP/1.1\r\nHost: {host}\r\nAccept: {V1}\r\nContent-Type: application/json\r\nContent-Length: {DECLARED}\r\n\r\n"
         ),
         _ => format!(
             "POST /api/user/validate_password HTTP/1.1\r\nHost: {host}\r\nAccept: {V1}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {DECLARED}\r\n\r\n"
@@ -41,11 +43,14 @@ fn slow_head(kind: usize, host: &str, token: &str) -> String {
 }
 
 /// Sends `head`, then its body one byte every `BYTE_EVERY`, until `until`; opens a new
-/// connection whenever the server closes one.
+/// connection (after `RECONNECT`) whenever the server answers or closes one.
 async fn slow_client(addr: SocketAddr, head: String, until: Instant) {
+    let mut first = true;
     while Instant::now() < until {
+        if !std::mem::take(&mut first) {
+            tokio::time::sleep(RECONNECT).await;
+        }
         let Ok(mut stream) = TcpStream::connect(addr).await else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
         if stream.write_all(head.as_bytes()).await.is_err() {
@@ -334,4 +339,37 @@ async fn past_max_in_flight_requests_wait_then_get_503_with_retry_after_counted(
         .api(Method::GET, "/api/health/minimal", Some(&token), None)
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[tokio::test]
+async fn a_body_read_whole_over_http2_reaches_the_dashboard() {
+    let dash = Dashboard::shared();
+    let gw = gateway(dash).tls(true).start();
+    let token = gw.login(ADMIN, ADMIN_PW).await;
+    let body = serde_json::json!({ "password": "x".repeat(100 * 1024) });
+    let resp = gw
+        .request(
+            Method::POST,
+            "/api/user/validate_password",
+            Some(&token),
+            Some(V1),
+        )
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let r = Reply::from_reqwest(resp).await;
+    assert_eq!(r.version, reqwest::Version::HTTP_2);
+    let direct_token = dash.login(ADMIN).await;
+    let direct = dash
+        .send(
+            Method::POST,
+            "/api/user/validate_password",
+            Some(&direct_token),
+            V1,
+            Some(&body),
+        )
+        .await;
+    assert_eq!(r.status, direct.status, "{}", r.text());
+    assert_eq!(r.json(), direct.json());
 }
