@@ -288,10 +288,9 @@ impl Metrics {
 
     /// Reads the backends' states into `clustergate_upstream_up`,
     /// `clustergate_upstream_active`, `clustergate_upstream_in_flight` and
-    /// `clustergate_upstream_queued` (at each scrape,
-    /// so that the series are exactly the servers configured now, a reload's included, and
-    /// the active one is the one `Upstreams::active` picks). Each server's
-    /// `clustergate_upstream_overload_total` is exported from its first scrape (at 0).
+    /// `clustergate_upstream_queued` (at each scrape, so that the series are exactly the
+    /// servers configured now, a reload's included, and the active one is the one
+    /// `Upstreams::active` picks).
     pub fn observe_upstreams(&self, upstreams: &Upstreams) {
         self.upstream_up.reset();
         self.upstream_active.reset();
@@ -319,7 +318,6 @@ impl Metrics {
             self.upstream_queued
                 .with_label_values(&[&backend.base])
                 .set(queued);
-            self.upstream_overload.with_label_values(&[&backend.base]);
         }
     }
 
