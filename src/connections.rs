@@ -347,6 +347,7 @@ mod tests {
             max_header_bytes: bytes,
             max_header_count: lines,
             header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(60),
             max_connections_per_ip: None,
         }

@@ -13,6 +13,7 @@ use crate::access::AccessError;
 use crate::paths::PathError;
 use crate::state::StateError;
 use crate::upstream::credentials::CredentialError;
+use crate::upstream::in_flight::Overload;
 use crate::upstream::login::LoginError;
 use crate::upstream::ClientError;
 use crate::users::password::HashError;
@@ -52,8 +53,6 @@ pub enum GatewayError {
     MethodNotAllowed { allow: &'static str },
     #[error("The request body is larger than {limit} bytes.")]
     PayloadTooLarge { limit: usize },
-    #[error("A request body over {limit} bytes needs a Content-Length.")]
-    LengthRequired { limit: usize },
     #[error("Expected an entity of content type application/json, text/javascript")]
     NotJson,
     #[error(transparent)]
@@ -66,6 +65,16 @@ pub enum GatewayError {
     /// The request head did not arrive within `server.header_timeout_ms`.
     #[error("The request header did not arrive within {millis} ms.")]
     HeaderTimeout { millis: u128 },
+    /// A request body did not arrive whole within `server.body_timeout_ms`.
+    #[error("The request body did not arrive within {millis} ms.")]
+    BodyTimeout { millis: u128 },
+    /// GET and HEAD take no body: one is never forwarded, nor left on the connection.
+    #[error("A {method} request cannot have a body.")]
+    UnexpectedBody { method: &'static str },
+    /// The dashboard serves `upstream.max_in_flight` requests of this gateway already and
+    /// no place came free in time (`upstream::in_flight`).
+    #[error("The dashboard is busy; try again later.")]
+    Overloaded,
     /// The client's address holds `server.max_connections_per_ip` connections already.
     #[error("Too many connections from this address (at most {limit}).")]
     TooManyConnections { limit: usize },
@@ -167,23 +176,23 @@ impl GatewayError {
         match self {
             GatewayError::BadRequest { .. }
             | GatewayError::InvalidPath { .. }
-            | GatewayError::InvalidCredentials => 400,
+            | GatewayError::InvalidCredentials
+            | GatewayError::UnexpectedBody { .. } => 400,
             GatewayError::Unauthorized => 401,
             GatewayError::Forbidden
             | GatewayError::NotOffered
             | GatewayError::NoDashboardAccount => 403,
             GatewayError::NotFound { .. } => 404,
             GatewayError::MethodNotAllowed { .. } => 405,
-            GatewayError::LengthRequired { .. } => 411,
             GatewayError::PayloadTooLarge { .. } => 413,
             GatewayError::NotJson | GatewayError::Version(_) => 415,
-            GatewayError::HeaderTimeout { .. } => 408,
+            GatewayError::HeaderTimeout { .. } | GatewayError::BodyTimeout { .. } => 408,
             GatewayError::TooManyRequests
             | GatewayError::TooManyConnections { .. }
             | GatewayError::LoginRateLimited { .. } => 429,
             GatewayError::HeaderTooLarge { .. } => 431,
             GatewayError::BadGateway { .. } => 502,
-            GatewayError::Unavailable { .. } => 503,
+            GatewayError::Unavailable { .. } | GatewayError::Overloaded => 503,
             GatewayError::GatewayTimeout => 504,
             GatewayError::Internal => 500,
         }
@@ -195,7 +204,8 @@ impl GatewayError {
             GatewayError::MethodNotAllowed { allow } => vec![("allow", allow.to_string())],
             GatewayError::TooManyRequests
             | GatewayError::TooManyConnections { .. }
-            | GatewayError::Unavailable { .. } => {
+            | GatewayError::Unavailable { .. }
+            | GatewayError::Overloaded => {
                 vec![("retry-after", "1".to_string())]
             }
             GatewayError::LoginRateLimited { retry_after } => {
@@ -234,6 +244,12 @@ impl From<PathError> for GatewayError {
         GatewayError::InvalidPath {
             detail: format!("Invalid request path: {e}."),
         }
+    }
+}
+
+impl From<Overload> for GatewayError {
+    fn from(_: Overload) -> Self {
+        GatewayError::Overloaded
     }
 }
 

@@ -43,6 +43,9 @@ pub struct Metrics {
     /// The two upstream metrics' children by server.
     upstream_by_server: Children<Box<str>, ServerChildren>,
     upstream_logins: IntCounterVec,
+    upstream_in_flight: IntGaugeVec,
+    upstream_queued: IntGaugeVec,
+    upstream_overload: IntCounterVec,
     state_up: IntGauge,
     state_errors: IntCounter,
     state_revocations_refused: IntCounter,
@@ -140,6 +143,27 @@ impl Metrics {
             ),
             &["result"],
         )?;
+        let upstream_in_flight = IntGaugeVec::new(
+            Opts::new(
+                "clustergate_upstream_in_flight",
+                "Forwarded requests a dashboard backend serves for this gateway now (at most upstream.max_in_flight)",
+            ),
+            &["server"],
+        )?;
+        let upstream_queued = IntGaugeVec::new(
+            Opts::new(
+                "clustergate_upstream_queued",
+                "Forwarded requests waiting for a place on a dashboard backend now (at most upstream.max_queued)",
+            ),
+            &["server"],
+        )?;
+        let upstream_overload = IntCounterVec::new(
+            Opts::new(
+                "clustergate_upstream_overload_total",
+                "Requests refused with 503 because the backend served upstream.max_in_flight requests and none came free in time",
+            ),
+            &["server"],
+        )?;
         let state_up = IntGauge::new(
             "clustergate_state_up",
             "1 while the state store answers and the revocations follow it",
@@ -180,6 +204,9 @@ impl Metrics {
         registry.register(Box::new(upstream_requests.clone()))?;
         registry.register(Box::new(upstream_duration.clone()))?;
         registry.register(Box::new(upstream_logins.clone()))?;
+        registry.register(Box::new(upstream_in_flight.clone()))?;
+        registry.register(Box::new(upstream_queued.clone()))?;
+        registry.register(Box::new(upstream_overload.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(logins.clone()))?;
@@ -204,6 +231,9 @@ impl Metrics {
             upstream_duration,
             upstream_by_server: Children::new(),
             upstream_logins,
+            upstream_in_flight,
+            upstream_queued,
+            upstream_overload,
             state_up,
             state_errors,
             state_revocations_refused,
@@ -263,13 +293,16 @@ impl Metrics {
         self.lockouts.inc();
     }
 
-    /// Reads the backends' states into `clustergate_upstream_up` and
-    /// `clustergate_upstream_active` (at each scrape, so that the series are exactly the
+    /// Reads the backends' states into `clustergate_upstream_up`,
+    /// `clustergate_upstream_active`, `clustergate_upstream_in_flight` and
+    /// `clustergate_upstream_queued` (at each scrape, so that the series are exactly the
     /// servers configured now, a reload's included, and the active one is the one
     /// `Upstreams::active` picks).
     pub fn observe_upstreams(&self, upstreams: &Upstreams) {
         self.upstream_up.reset();
         self.upstream_active.reset();
+        self.upstream_in_flight.reset();
+        self.upstream_queued.reset();
         let active = upstreams.active();
         for backend in upstreams.backends().iter() {
             let up = matches!(
@@ -284,6 +317,14 @@ impl Metrics {
                 .set(i64::from(
                     active.as_ref().is_some_and(|a| a.base == backend.base),
                 ));
+            let in_flight = i64::try_from(backend.in_flight.in_flight()).unwrap_or(i64::MAX);
+            self.upstream_in_flight
+                .with_label_values(&[&backend.base])
+                .set(in_flight);
+            let queued = i64::try_from(backend.in_flight.waiting()).unwrap_or(i64::MAX);
+            self.upstream_queued
+                .with_label_values(&[&backend.base])
+                .set(queued);
         }
     }
 
@@ -301,6 +342,11 @@ impl Metrics {
         });
         responses.inc();
         children.duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// A request refused because `server` stayed busy (`upstream::in_flight`).
+    pub fn upstream_overload(&self, server: &str) {
+        self.upstream_overload.with_label_values(&[server]).inc();
     }
 
     pub fn upstream_login(&self, result: &'static str) {

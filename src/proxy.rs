@@ -2,8 +2,9 @@
 //! calls them in order:
 //! 1. `request_filter`: normalize the path (`paths`), classify it (`routes`); answer the
 //!    auth endpoints (`auth`) and the docs (`docs`) here; admit the rest (`access`: token
-//!    401, operation 404, role 403, version 415) and check its body (`request`).
-//! 2. `upstream_peer`: the active manager this request has not tried (`upstream::Attempt`).
+//!    401, operation 404, role 403, version 415) and read its body whole (`request`).
+//! 2. `upstream_peer`: the active manager this request has not tried (`upstream::Attempt`),
+//!    and a place on it (`upstream::in_flight`).
 //! 3. `upstream_request_filter`: swap the client's credentials for the user's own
 //!    dashboard token (`auth`'s session) or the service account's (`forward`).
 //! 4. `upstream_response_filter`: a standby's answer or a refused service token never
@@ -37,11 +38,12 @@ use crate::forward::{self, Forward};
 use crate::metrics::Metrics;
 use crate::paths;
 use crate::readiness::Readiness;
-use crate::request;
+use crate::request::{self, BodyLimits};
 use crate::respond::{self, LocalResponse};
 use crate::routes::Route;
 use crate::state::{unix_now, unix_now_ms};
 use crate::upstream::credentials::{CredentialError, ServiceAccount};
+use crate::upstream::in_flight::Place;
 use crate::upstream::login::LoginError;
 use crate::upstream::{
     health, Attempt, Backend, BackendState, ErrorVerdict, ResponseVerdict, Upstreams,
@@ -68,6 +70,8 @@ pub struct Gateway {
     pub trusted_proxies: TrustedProxies,
     pub access_log: AccessLog,
     pub audit: Arc<Audit>,
+    /// `server.body_timeout_ms`: every request body the gateway reads.
+    pub body_timeout: Duration,
 }
 
 /// Per-request state.
@@ -80,9 +84,11 @@ pub struct RequestCtx {
     /// Set when admitted: the upstream hooks run only then.
     forward: Option<Forward>,
     attempt: Attempt,
-    /// The length of a body that came without one (chunked, or HTTP/2), read whole.
-    buffered_body: Option<usize>,
-    body_bytes: usize,
+    /// A forwarded request's body, read whole before a dashboard connection was taken.
+    body: Option<Bytes>,
+    /// The dashboard place this request holds (`upstream::in_flight`), from the try's
+    /// connection to the end of its answer.
+    place: Option<Place>,
     /// Who sent it (`client_addr`): what the login limit counts and the logs name.
     client: Option<IpAddr>,
     /// The normalized path; empty until then (or when it cannot be).
@@ -138,8 +144,8 @@ impl ProxyHttp for Gateway {
             route: Route::Other,
             forward: None,
             attempt: Attempt::default(),
-            buffered_body: None,
-            body_bytes: 0,
+            body: None,
+            place: None,
             client: None,
             path: String::new(),
             operation: None,
@@ -180,6 +186,9 @@ impl ProxyHttp for Gateway {
             .attempt
             .pick(&self.upstreams)
             .map_err(GatewayError::into_pingora)?;
+        // A retry leaves the place of the manager it tried first.
+        ctx.place = None;
+        ctx.place = Some(self.enter(&backend, ctx).await?);
         let read_timeout = self.upstreams.timeouts.read;
         Ok(Box::new(self.upstreams.peer(&backend, read_timeout)))
     }
@@ -207,8 +216,8 @@ impl ProxyHttp for Gateway {
         let client = forward::Client::of(session, self.tls, ctx.client);
         let host = backend.host_header();
         forward::rewrite_request(upstream_request, forward, host, token.as_deref(), client)?;
-        if let Some(length) = ctx.buffered_body {
-            forward::set_body_length(upstream_request, length);
+        if let Some(body) = &ctx.body {
+            forward::set_body_length(upstream_request, body.len());
         }
         match forward.user_token.is_some() {
             true => ctx.attempt.sending_as_user(),
@@ -217,19 +226,15 @@ impl ProxyHttp for Gateway {
         Ok(())
     }
 
-    /// Bounds bodies without a Content-Length (the declared ones were checked up front).
+    /// Sends the body read in `request_filter`, on every try.
     async fn request_body_filter(
         &self,
         _session: &mut Session,
         body: &mut Option<Bytes>,
-        _end_of_stream: bool,
+        end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        ctx.body_bytes += body.as_ref().map_or(0, Bytes::len);
-        let limit = self.upstreams.max_body_bytes;
-        if ctx.body_bytes > limit {
-            return Err(GatewayError::PayloadTooLarge { limit }.into_pingora());
-        }
+        request::hand_over_body(body, end_of_stream, ctx.body.as_ref());
         Ok(())
     }
 
@@ -384,6 +389,7 @@ impl Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<Next, GatewayError> {
         ctx.client = self.client(session);
+        request::refuse_bodies_of_get_and_head(session)?;
         let path = paths::normalize(session.req_header().uri.path())?;
         ctx.route = Route::classify(&path);
         let needs_backends = matches!(ctx.route, Route::TokenCheck | Route::Api | Route::Other);
@@ -427,8 +433,11 @@ impl Gateway {
         ctx.operation = lookup.operation.map(|id| (admission, id));
         let forward = admitted?;
         forward::settle_connection_header(session.req_header_mut())?;
-        ctx.buffered_body =
-            request::prepare_forwarded_body(session, self.upstreams.max_body_bytes).await?;
+        let limits = BodyLimits {
+            bytes: self.upstreams.max_body_bytes,
+            time: self.body_timeout,
+        };
+        ctx.body = request::read_forwarded_body(session, limits).await?;
         Ok(forward)
     }
 
@@ -447,6 +456,16 @@ impl Gateway {
             return Err(GatewayError::no_active_backend());
         }
         Ok(forward)
+    }
+
+    /// A place on `backend` (`upstream::in_flight`); 503 when it stays busy.
+    async fn enter(&self, backend: &Backend, ctx: &RequestCtx) -> Result<Place> {
+        backend.in_flight.enter().await.map_err(|overload| {
+            self.metrics.upstream_overload(&backend.base);
+            let _enter = ctx.span.enter();
+            tracing::warn!(server = %backend.base, reason = %overload, "the dashboard is busy: refused");
+            GatewayError::from(overload).into_pingora()
+        })
     }
 
     /// Who sent the request: the TCP peer, or the client a trusted proxy names.
@@ -468,7 +487,11 @@ impl Gateway {
         if session.req_header().method != http::Method::POST {
             return Err(GatewayError::MethodNotAllowed { allow: "POST" });
         }
-        let body = request::read_body(session, auth::BODY_LIMIT).await?;
+        let limits = BodyLimits {
+            bytes: auth::BODY_LIMIT,
+            time: self.body_timeout,
+        };
+        let body = request::read_body(session, limits).await?;
         let req = AuthRequest::of(session.req_header(), body, ctx.client);
         let serving = self.readiness.check().is_ok();
         self.auth

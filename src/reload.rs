@@ -199,6 +199,7 @@ fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
                 u.docs_refresh,
                 u.timeouts,
                 u.max_body_bytes,
+                u.in_flight,
             )
         })
     };

@@ -1,53 +1,70 @@
-//! What the gateway reads from a client's request: its body (always bounded), the length
-//! it declares, and header lines joined as RFC 9110 combines them. A forwarded body is
-//! checked before anything is sent, and one without a length is read whole so that it can
-//! be sent with one.
+//! What the gateway reads from a client's request: its body (always bounded in size and
+//! time), the length it declares, and header lines joined as RFC 9110 combines them. A
+//! forwarded body is read whole before a connection to the dashboard is taken, and sent
+//! with its length.
+
+use std::time::Duration;
 
 use bytes::Bytes;
 use pingora::proxy::Session;
 
 use crate::errors::GatewayError;
 
-/// What pingora keeps of a request body to send it again (its retry buffer).
-const RETRY_BUFFER_BYTES: usize = 64 * 1024;
+/// What the gateway may read of a request body, and for how long.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimits {
+    /// `upstream.max_body_bytes` for forwarded bodies, less for the auth endpoints'.
+    pub bytes: usize,
+    /// `server.body_timeout_ms`: the whole body, from the first read to the last.
+    pub time: Duration,
+}
 
-/// Checks a forwarded request's body against `limit` before anything is sent, and reads
-/// one that came without a length (chunked, or HTTP/2 without Content-Length) into
-/// pingora's retry buffer: the dashboard refuses bodies without a length (411), so it is
-/// sent with one. Returns that length.
-pub async fn prepare_forwarded_body(
+/// GET and HEAD take no body (400): an open route of the web UI would forward it to the
+/// dashboard, and a body left unread would hold the connection.
+pub fn refuse_bodies_of_get_and_head(session: &mut Session) -> Result<(), GatewayError> {
+    let method = match session.req_header().method {
+        http::Method::GET => "GET",
+        http::Method::HEAD => "HEAD",
+        _ => return Ok(()),
+    };
+    if session.as_mut().is_body_empty() {
+        return Ok(());
+    }
+    session.set_keepalive(None);
+    Err(GatewayError::UnexpectedBody { method })
+}
+
+/// Reads a forwarded request's body whole, before a connection to the dashboard is taken:
+/// the dashboard serves with a few threads, and a body that reached it slowly would hold
+/// one for as long as its client likes. Its length is checked first (413). `None`: the
+/// request has no body.
+pub async fn read_forwarded_body(
     session: &mut Session,
-    limit: usize,
-) -> Result<Option<usize>, GatewayError> {
+    limits: BodyLimits,
+) -> Result<Option<Bytes>, GatewayError> {
+    if session.as_mut().is_body_empty() {
+        return Ok(None);
+    }
     match declared_length(&session.req_header().headers) {
-        Some(length) if length > limit => {
+        Some(length) if length > limits.bytes => {
             // Read up to the limit first: HTTP/2 clients refused unread see a reset.
-            read_body(session, limit).await?;
-            Err(GatewayError::PayloadTooLarge { limit })
+            read_body(session, limits).await?;
+            Err(GatewayError::PayloadTooLarge {
+                limit: limits.bytes,
+            })
         }
-        _ => buffer_unsized_body(session, limit).await,
+        _ => read_body(session, limits).await.map(Some),
     }
 }
 
-async fn buffer_unsized_body(
-    session: &mut Session,
-    limit: usize,
-) -> Result<Option<usize>, GatewayError> {
-    let declared = session
-        .req_header()
-        .headers
-        .contains_key(http::header::CONTENT_LENGTH);
-    if declared || session.as_mut().is_body_empty() {
-        return Ok(None);
+/// Hands the body read whole in `request_filter` to pingora as a try of the request
+/// starts: pingora then has nothing left to read from the client and calls
+/// `request_body_filter` once, with the end of the body (vendor/pingora-proxy, change 2).
+/// Every try, a retry on another manager's included, sends it.
+pub fn hand_over_body(chunk: &mut Option<Bytes>, end_of_body: bool, whole: Option<&Bytes>) {
+    if let (true, Some(whole)) = (end_of_body, whole) {
+        *chunk = Some(whole.clone());
     }
-    session.as_mut().enable_retry_buffering();
-    let body = read_body(session, limit).await?;
-    if body.len() > RETRY_BUFFER_BYTES {
-        return Err(GatewayError::LengthRequired {
-            limit: RETRY_BUFFER_BYTES,
-        });
-    }
-    Ok(Some(body.len()))
 }
 
 /// The body length a request declares in Content-Length, when it is a number.
@@ -87,10 +104,24 @@ pub fn joined_header<'h>(
     }
 }
 
+/// Reads the whole request body within `limits.time` (408, the connection closed: the
+/// rest of the body stays unread), refusing more than `limits.bytes` bytes (413).
+pub async fn read_body(session: &mut Session, limits: BodyLimits) -> Result<Bytes, GatewayError> {
+    match tokio::time::timeout(limits.time, read_bounded_body(session, limits.bytes)).await {
+        Ok(read) => read,
+        Err(_) => {
+            session.set_keepalive(None);
+            Err(GatewayError::BodyTimeout {
+                millis: limits.time.as_millis(),
+            })
+        }
+    }
+}
+
 /// Reads the whole request body, refusing more than `limit` bytes. It reads up to the
 /// limit before refusing, because an HTTP/2 client whose body is refused unread sees a
 /// stream reset instead of our 413.
-pub async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, GatewayError> {
+async fn read_bounded_body(session: &mut Session, limit: usize) -> Result<Bytes, GatewayError> {
     if expects_continue(session) {
         // RFC 9110 §10.1.1: answer before the client sends the body: 413 now, or 100.
         if declared_length(&session.req_header().headers).is_some_and(|n| n > limit) {

@@ -247,6 +247,7 @@ fn build(
         trusted_proxies: server_config.trusted_proxies.clone(),
         access_log: AccessLog::new(log.format, logs.writer.clone(), logs.ansi),
         audit: audit.clone(),
+        body_timeout: server_config.clients.body_timeout,
     };
     server.add_service(proxy_service(
         &server,

@@ -34,6 +34,7 @@ pub(super) struct ServerSection {
     pub max_header_bytes: usize,
     pub max_header_count: usize,
     pub header_timeout_ms: u64,
+    pub body_timeout_ms: u64,
     pub keepalive_timeout_s: u64,
     pub max_connections_per_ip: usize,
     pub trusted_proxies: Vec<String>,
@@ -55,6 +56,7 @@ impl Default for ServerSection {
             max_header_bytes: 32 * 1024,
             max_header_count: 100,
             header_timeout_ms: 10_000,
+            body_timeout_ms: 30_000,
             keepalive_timeout_s: 60,
             max_connections_per_ip: 0,
             trusted_proxies: Vec::new(),
@@ -151,6 +153,9 @@ pub(super) struct UpstreamSection {
     pub connect_timeout_ms: u64,
     pub read_timeout_ms: u64,
     pub max_body_bytes: usize,
+    pub max_in_flight: usize,
+    pub max_queued: usize,
+    pub queue_timeout_ms: u64,
 }
 
 impl Default for UpstreamSection {
@@ -169,6 +174,12 @@ impl Default for UpstreamSection {
             connect_timeout_ms: 2000,
             read_timeout_ms: 450_000,
             max_body_bytes: 10 * 1024 * 1024,
+            // The dashboard's CherryPy serves with 10 threads (CherryPy's default
+            // `server.thread_pool`; the dashboard does not set it): 2 stay free for the
+            // gateways' health checks and service logins, and for direct clients.
+            max_in_flight: 8,
+            max_queued: 64,
+            queue_timeout_ms: 5000,
         }
     }
 }

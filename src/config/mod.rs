@@ -28,7 +28,9 @@ pub use export::{roles_file_text, users_file_text, ExportError, RoleRecord, User
 pub use log::{LogConfig, LogFormat};
 pub use roles::RolesConfig;
 pub use server::{ClientLimits, MetricsConfig, ServerConfig, TlsMode};
-pub use upstream::{BackendUrl, Timeouts, UpstreamConfig, UpstreamIdentity, UpstreamTrust};
+pub use upstream::{
+    BackendUrl, InFlightLimits, Timeouts, UpstreamConfig, UpstreamIdentity, UpstreamTrust,
+};
 pub use users::UsersConfig;
 
 use crate::state::StateConfig;

@@ -47,6 +47,9 @@ pub struct ClientLimits {
     /// A request head must arrive whole this soon after the connection opened or its
     /// first byte came (408, or closed when nothing came).
     pub header_timeout: Duration,
+    /// A request body the gateway reads (to forward it, or an auth endpoint's) must
+    /// arrive whole this soon after its head (408, and the connection is closed).
+    pub body_timeout: Duration,
     /// An idle keep-alive connection is closed after this.
     pub keepalive_timeout: Duration,
     /// Open connections per client address (IPv6: per /64); `None`: no cap.
@@ -164,6 +167,13 @@ fn client_limits(
             "must be between 100 and 600000 (10 minutes)",
         );
     }
+    if !(100..=600_000).contains(&server.body_timeout_ms) {
+        errors.push(
+            f,
+            "server.body_timeout_ms",
+            "must be between 100 and 600000 (10 minutes)",
+        );
+    }
     if !(1..=3600).contains(&server.keepalive_timeout_s) {
         errors.push(
             f,
@@ -175,6 +185,7 @@ fn client_limits(
         max_header_bytes: server.max_header_bytes,
         max_header_count: server.max_header_count,
         header_timeout: Duration::from_millis(server.header_timeout_ms),
+        body_timeout: Duration::from_millis(server.body_timeout_ms),
         keepalive_timeout: Duration::from_secs(server.keepalive_timeout_s),
         max_connections_per_ip: (server.max_connections_per_ip > 0)
             .then_some(server.max_connections_per_ip),

@@ -474,6 +474,7 @@ fn client_limits_have_documented_defaults() {
             max_header_bytes: 32 * 1024,
             max_header_count: 100,
             header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(60),
             max_connections_per_ip: None,
         }
@@ -499,6 +500,8 @@ fn client_limits_are_bounded_by_what_pingora_parses() {
         ("max_header_count = 0", "server.max_header_count"),
         ("max_header_count = 257", "server.max_header_count"),
         ("header_timeout_ms = 10", "server.header_timeout_ms"),
+        ("body_timeout_ms = 10", "server.body_timeout_ms"),
+        ("body_timeout_ms = 600001", "server.body_timeout_ms"),
         ("keepalive_timeout_s = 0", "server.keepalive_timeout_s"),
     ] {
         assert!(
@@ -688,6 +691,28 @@ fn the_audit_file_must_be_a_file_in_a_folder_that_exists() {
         errors_of("[log]\naudit_file = \"no-such-folder/audit.log\"").mentions("log.audit_file")
     );
     assert!(errors_of("[log]\naudit_file = \".\"").mentions("log.audit_file"));
+}
+
+#[test]
+fn in_flight_limits_default_below_the_dashboards_threads_and_are_bounded() {
+    let d = dir();
+    let c = parse(&with_upstream(d.path(), ""), d.path()).unwrap();
+    assert_eq!(
+        c.upstream.unwrap().in_flight,
+        InFlightLimits {
+            max: 8,
+            queued: 64,
+            wait: Duration::from_secs(5),
+        }
+    );
+    for (line, key) in [
+        ("max_in_flight = 0", "upstream.max_in_flight"),
+        ("max_queued = 100001", "upstream.max_queued"),
+        ("queue_timeout_ms = 0", "upstream.queue_timeout_ms"),
+    ] {
+        let e = parse(&with_upstream(d.path(), line), d.path()).unwrap_err();
+        assert!(e.mentions(key), "{line}: {e}");
+    }
 }
 
 /// `[upstream]` with one dashboard and its password file written into `d`.

@@ -25,6 +25,19 @@ pub struct UpstreamConfig {
     pub docs_refresh: Duration,
     pub timeouts: Timeouts,
     pub max_body_bytes: usize,
+    pub in_flight: InFlightLimits,
+}
+
+/// How many forwarded requests one dashboard gets at once, and how long the others wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InFlightLimits {
+    /// Requests at once per dashboard (`upstream.max_in_flight`): below its thread pool,
+    /// so that a burst never takes every thread from the health checks.
+    pub max: usize,
+    /// Requests waiting for one of those places (`upstream.max_queued`); past it 503.
+    pub queued: usize,
+    /// How long a request waits for a place (`upstream.queue_timeout_ms`); then 503.
+    pub wait: Duration,
 }
 
 /// Whom the dashboards see on a logged-in user's requests.
@@ -169,6 +182,11 @@ pub(super) fn validate(
             Duration::from_millis(u.read_timeout_ms),
         ),
         max_body_bytes: u.max_body_bytes,
+        in_flight: InFlightLimits {
+            max: u.max_in_flight,
+            queued: u.max_queued,
+            wait: Duration::from_millis(u.queue_timeout_ms),
+        },
     })
 }
 
@@ -192,7 +210,7 @@ fn servers(errors: &mut ConfigErrors, at: &Source<'_>, texts: &[String]) -> Vec<
     servers
 }
 
-/// Paths, intervals, timeouts, the body bound and the account name.
+/// Paths, intervals, timeouts, the body and in-flight bounds and the account name.
 fn check_values(errors: &mut ConfigErrors, at: &Source<'_>, u: &UpstreamSection) {
     let f = at.file;
     for (key, path) in [
@@ -215,6 +233,27 @@ fn check_values(errors: &mut ConfigErrors, at: &Source<'_>, u: &UpstreamSection)
     }
     if u.max_body_bytes == 0 {
         errors.push(f, "upstream.max_body_bytes", "must be > 0");
+    }
+    if !(1..=10_000).contains(&u.max_in_flight) {
+        errors.push(
+            f,
+            "upstream.max_in_flight",
+            "must be between 1 and 10000 (keep it below the dashboard's 10 threads: 8)",
+        );
+    }
+    if u.max_queued > 100_000 {
+        errors.push(
+            f,
+            "upstream.max_queued",
+            "must be between 0 (no waiting) and 100000",
+        );
+    }
+    if !(1..=600_000).contains(&u.queue_timeout_ms) {
+        errors.push(
+            f,
+            "upstream.queue_timeout_ms",
+            "must be between 1 and 600000 (10 minutes)",
+        );
     }
     if u.username.is_empty() {
         errors.push(

@@ -6,6 +6,7 @@ mod attempt;
 mod client;
 pub mod credentials;
 pub mod health;
+pub mod in_flight;
 pub mod login;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -23,7 +24,8 @@ use pingora::utils::tls::WrappedX509;
 pub use attempt::{Attempt, ErrorVerdict, ResponseVerdict, Tried};
 pub use client::{Client, ClientError};
 
-use crate::config::{BackendUrl, Timeouts, UpstreamConfig, UpstreamTrust};
+use crate::config::{BackendUrl, InFlightLimits, Timeouts, UpstreamConfig, UpstreamTrust};
+use in_flight::InFlight;
 
 /// What a backend was last seen to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +61,8 @@ pub struct Backend {
     pub base: String,
     addr: SocketAddr,
     state: AtomicU8,
+    /// The forwarded requests it serves at once; kept by a reload that keeps the server.
+    pub in_flight: Arc<InFlight>,
 }
 
 impl Backend {
@@ -99,13 +103,16 @@ pub struct Upstreams {
     pub timeouts: Timeouts,
     pub health_path: String,
     pub max_body_bytes: usize,
+    /// Each backend's places (`upstream.max_in_flight`, the queue and its wait).
+    in_flight: InFlightLimits,
     pub client: Client,
 }
 
-/// `servers` as backends, in order; one that is in `known` keeps its state.
+/// `servers` as backends, in order; one that is in `known` keeps its state and its places.
 fn resolve(
     servers: &[BackendUrl],
     known: &[Arc<Backend>],
+    limits: InFlightLimits,
 ) -> Result<Vec<Arc<Backend>>, UpstreamError> {
     let mut backends = Vec::with_capacity(servers.len());
     for (index, url) in servers.iter().enumerate() {
@@ -115,16 +122,17 @@ fn resolve(
             .map_err(|e| UpstreamError::Resolve(base.clone(), e.to_string()))?
             .next()
             .ok_or_else(|| UpstreamError::Resolve(base.clone(), "no address".into()))?;
-        let state = known
-            .iter()
-            .find(|b| b.base == base && b.addr == addr)
-            .map_or(BackendState::Unknown, |b| b.state());
+        let kept = known.iter().find(|b| b.base == base && b.addr == addr);
+        let state = kept.map_or(BackendState::Unknown, |b| b.state());
+        let in_flight =
+            kept.map_or_else(|| Arc::new(InFlight::new(limits)), |b| b.in_flight.clone());
         backends.push(Arc::new(Backend {
             index,
             base,
             url: url.clone(),
             addr,
             state: AtomicU8::new(state as u8),
+            in_flight,
         }));
     }
     Ok(backends)
@@ -132,7 +140,7 @@ fn resolve(
 
 impl Upstreams {
     pub fn new(config: &UpstreamConfig) -> Result<Upstreams, UpstreamError> {
-        let backends = ArcSwap::from_pointee(resolve(&config.servers, &[])?);
+        let backends = ArcSwap::from_pointee(resolve(&config.servers, &[], config.in_flight)?);
         let (checked, first_check) = (AtomicBool::new(false), Notify::new());
         let ca = match &config.trust {
             UpstreamTrust::CaFile { certificates, .. } => Some(
@@ -152,6 +160,7 @@ impl Upstreams {
             timeouts: config.timeouts,
             health_path: config.health_path.clone(),
             max_body_bytes: config.max_body_bytes,
+            in_flight: config.in_flight,
             client: Client::new(),
         })
     }
@@ -168,6 +177,11 @@ impl Upstreams {
             timeouts: Timeouts::derive(Duration::ZERO, Duration::ZERO),
             health_path: String::new(),
             max_body_bytes: 0,
+            in_flight: InFlightLimits {
+                max: 1,
+                queued: 0,
+                wait: Duration::ZERO,
+            },
             client: Client::new(),
         }
     }
@@ -209,7 +223,7 @@ impl Upstreams {
         &self,
         servers: &[BackendUrl],
     ) -> Result<Vec<Arc<Backend>>, UpstreamError> {
-        resolve(servers, &self.backends.load())
+        resolve(servers, &self.backends.load(), self.in_flight)
     }
 
     pub fn replace_backends(&self, backends: Vec<Arc<Backend>>) {
@@ -309,6 +323,7 @@ impl Upstreams {
                     addr: SocketAddr::from(([127, 0, 0, 1], url.port)),
                     url,
                     state: AtomicU8::new(BackendState::Unknown as u8),
+                    in_flight: Arc::new(InFlight::new(upstreams.in_flight)),
                 })
             })
             .collect();

@@ -482,8 +482,13 @@ where
 
         let buffer = session.as_ref().get_retry_buffer();
 
-        // retry, send buffer if it exists or body empty
-        if buffer.is_some() || session.as_mut().is_body_empty() {
+        // retry, send buffer if it exists or body empty; or the body was read whole before
+        // (in request_filter): request_body_filter is then called once, with end of body
+        // (clustergate: vendor/pingora-proxy/CLUSTERGATE.md, change 2)
+        if buffer.is_some()
+            || session.as_mut().is_body_empty()
+            || session.as_mut().is_body_done()
+        {
             let send_permit = tx
                 .reserve()
                 .await

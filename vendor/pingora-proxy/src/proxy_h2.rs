@@ -526,11 +526,15 @@ where
 
         let mut downstream_state = DownstreamStateMachine::new(session.as_mut().is_body_done());
 
-        // retry, send buffer if it exists
-        if let Some(buffer) = session.as_mut().get_retry_buffer() {
+        // retry, send buffer if it exists; or the body was read whole before (in
+        // request_filter): request_body_filter is then called once, with end of body
+        // (clustergate: vendor/pingora-proxy/CLUSTERGATE.md, change 2)
+        let buffer = session.as_mut().get_retry_buffer();
+        let read_before = !session.as_mut().is_body_empty() && session.as_mut().is_body_done();
+        if buffer.is_some() || read_before {
             self.send_body_to2(
                 session,
-                Some(buffer),
+                buffer,
                 downstream_state.is_done(),
                 client_body,
                 ctx,
