@@ -153,18 +153,21 @@ impl Auth {
         now: UnixTime,
         subject: &mut AuthSubject,
     ) -> Result<Arc<User>, GatewayError> {
-        let user = self.users.load().active(username).cloned();
+        let (user, stand_in) = {
+            let users = self.users.load();
+            (users.active(username).cloned(), users.stand_in.clone())
+        };
         let attempt = match (&user, self.lockout) {
             (Some(_), Some(policy)) => self.admit(username, policy, now).await?,
             _ => Attempt::Allowed,
         };
-        // A refused or unknown user is checked against a dummy hash: same cost, never a match.
+        // A refused or unknown user is checked against the stand-in: same cost, never a match.
         let hash = user
             .as_ref()
             .filter(|_| attempt != Attempt::Locked)
             .and_then(|u| u.password_hash.clone());
         self.metrics.password_verified();
-        let verified = self.passwords.verify(hash, password).await?;
+        let verified = self.passwords.verify(hash, &stand_in, password).await?;
 
         // `?username`: the name is the client's text, escaped so it cannot forge log lines.
         let Some(user) = user.filter(|_| verified) else {

@@ -54,11 +54,14 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
         enabled,
     };
     Auth {
-        users: ArcSwap::from_pointee(UserDb::new(vec![
-            user("admin", Role::Administrator, true),
-            user("viewer", Role::ReadOnly, true),
-            user("disabled", Role::Administrator, false),
-        ])),
+        users: ArcSwap::from_pointee(
+            UserDb::new(vec![
+                user("admin", Role::Administrator, true),
+                user("viewer", Role::ReadOnly, true),
+                user("disabled", Role::Administrator, false),
+            ])
+            .unwrap(),
+        ),
         tokens: ArcSwap::from_pointee(TokenService::new(
             &[SigningKey {
                 kid: SigningKey::DEFAULT_KID.into(),
@@ -68,7 +71,7 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
             Duration::from_secs(3600),
         )),
         stores: StateConfig::Memory.build().unwrap(),
-        passwords: PasswordChecker::new(1, 8).unwrap(),
+        passwords: PasswordChecker::new(1, 8),
         lockout: Some(LockoutPolicy {
             attempts: 3,
             duration: Duration::from_secs(LOCKOUT_SECONDS),

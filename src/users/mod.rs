@@ -55,13 +55,20 @@ impl User {
 }
 
 /// Every configured user, by name.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UserDb {
     users: HashMap<String, Arc<User>>,
+    /// What a login of a user that is not here (or is locked) is checked against: it
+    /// costs what these users' hashes cost ([`PasswordHash::stand_in`]).
+    pub stand_in: Arc<PasswordHash>,
 }
 
 impl UserDb {
-    pub fn new(specs: Vec<UserSpec>) -> UserDb {
+    /// Slow: hashes the stand-in (up to the users' highest bcrypt cost).
+    pub fn new(specs: Vec<UserSpec>) -> Result<UserDb, password::HashError> {
+        let stand_in = Arc::new(PasswordHash::stand_in(
+            specs.iter().map(|spec| &spec.password_hash),
+        )?);
         let users = specs
             .into_iter()
             .map(|spec| {
@@ -86,7 +93,7 @@ impl UserDb {
                 (username, Arc::new(user))
             })
             .collect();
-        UserDb { users }
+        Ok(UserDb { users, stand_in })
     }
 
     /// The user, if it exists and is enabled: the only users that may log in or hold a
@@ -111,7 +118,7 @@ mod tests {
     fn spec(name: &str, enabled: bool) -> UserSpec {
         UserSpec {
             username: name.into(),
-            password_hash: PasswordHash::Bcrypt(format!("$2b$04${}", "a".repeat(53))),
+            password_hash: PasswordHash::Bcrypt(bcrypt::hash("pw", 4).unwrap()),
             roles: vec![Role::ReadOnly],
             custom_roles: Vec::new(),
             enabled,
@@ -120,7 +127,7 @@ mod tests {
 
     #[test]
     fn active_finds_enabled_users_only() {
-        let db = UserDb::new(vec![spec("alice", true), spec("bob", false)]);
+        let db = UserDb::new(vec![spec("alice", true), spec("bob", false)]).unwrap();
         assert!(db.active("alice").is_some());
         assert!(db.active("bob").is_none());
         assert!(db.active("carol").is_none());
@@ -137,7 +144,7 @@ mod tests {
             name: "osd-tuner".into(),
             grants,
         }];
-        let db = UserDb::new(vec![alice]);
+        let db = UserDb::new(vec![alice]).unwrap();
         let user = db.active("alice").unwrap();
         assert!(user.grants.allows(Scope::Osd, Permission::Update));
         assert!(user.grants.allows(Scope::Pool, Permission::Read));
