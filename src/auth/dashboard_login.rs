@@ -62,6 +62,8 @@ impl Auth {
                     login.grants.clone(),
                 )),
                 dashboard: Some(login),
+                // The dashboard checks its own tokens against its accounts' changes.
+                credential: None,
             }),
             Err(DashboardError::Refused) => {
                 tracing::info!(username = ?username, locked_out = attempt == Attempt::Locked, "login refused");

@@ -26,6 +26,20 @@ pub fn auth() -> Arc<Auth> {
     Arc::new(build(None))
 }
 
+/// A token for `username` issued at `now` with the user's credential, as a login issues it
+/// (for a user that is not active, with none).
+pub fn token_for(auth: &Auth, username: &str, now: u64) -> String {
+    let users = auth.users.load();
+    let fingerprint = users
+        .active_with_credential(username)
+        .map_or("", |(_, credential)| credential.fingerprint.as_str());
+    auth.tokens
+        .load()
+        .issue_until(username, fingerprint, now, None)
+        .unwrap()
+        .token
+}
+
 /// Logins checked by a dashboard (`auth.source = "dashboard"`) that is never active: the
 /// unit tests see what happens before the dashboard is asked.
 pub fn auth_without_an_active_dashboard() -> Arc<Auth> {
@@ -44,8 +58,10 @@ pub fn auth_limited(rate: BucketRate) -> Arc<Auth> {
     Arc::new(build(Some(rate)))
 }
 
-fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
-    let hash = PasswordHash::hash_new("pw").unwrap();
+/// The users of [`auth`], as the users file would give them.
+pub fn user_specs() -> Vec<UserSpec> {
+    static HASH: std::sync::OnceLock<PasswordHash> = std::sync::OnceLock::new();
+    let hash = HASH.get_or_init(|| PasswordHash::hash_new("pw").unwrap());
     let user = |name: &str, role: Role, enabled: bool| UserSpec {
         username: name.into(),
         password_hash: hash.clone(),
@@ -53,15 +69,16 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
         custom_roles: Vec::new(),
         enabled,
     };
+    vec![
+        user("admin", Role::Administrator, true),
+        user("viewer", Role::ReadOnly, true),
+        user("disabled", Role::Administrator, false),
+    ]
+}
+
+fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
     Auth {
-        users: ArcSwap::from_pointee(
-            UserDb::new(vec![
-                user("admin", Role::Administrator, true),
-                user("viewer", Role::ReadOnly, true),
-                user("disabled", Role::Administrator, false),
-            ])
-            .unwrap(),
-        ),
+        users: ArcSwap::from_pointee(UserDb::new(user_specs()).unwrap()),
         tokens: ArcSwap::from_pointee(TokenService::new(
             &[SigningKey {
                 kid: SigningKey::DEFAULT_KID.into(),

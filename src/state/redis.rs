@@ -14,6 +14,7 @@
 //! Every command is bounded by `command_timeout`; a Redis that is down is `Unavailable`,
 //! never a hang, and the connection comes back by itself.
 
+mod credential_resets;
 mod failed_logins;
 mod user_sessions;
 
@@ -81,6 +82,9 @@ pub(super) fn stores(settings: RedisSettings) -> Result<Stores, StateError> {
             claimant: uuid::Uuid::new_v4().to_string(),
         }),
         user_sessions: Arc::new(user_sessions::RedisUserSessions {
+            redis: redis.clone(),
+        }),
+        credential_resets: Arc::new(credential_resets::RedisCredentialResets {
             redis: redis.clone(),
         }),
         health: redis.health.clone(),
@@ -678,6 +682,7 @@ mod tests {
         contract::failed_logins(gateway.stores.failed_logins.as_ref()).await;
         contract::upstream_tokens(gateway.stores.upstream_tokens.as_ref()).await;
         contract::user_sessions(gateway.stores.user_sessions.as_ref()).await;
+        contract::credential_resets(gateway.stores.credential_resets.as_ref()).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
