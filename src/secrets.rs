@@ -29,6 +29,18 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Makes this process non-dumpable: no core file when it crashes and no ptrace attach by
+/// another process of the same user, since its memory holds the signing keys, the service
+/// account's password and token, and users' passwords during a login.
+pub fn forbid_core_dumps() -> std::io::Result<()> {
+    // SAFETY: PR_SET_DUMPABLE takes plain integers and only changes this process's flag.
+    let result = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    match result {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
     #[error("{path}: {source}")]
@@ -124,6 +136,13 @@ mod tests {
             format!("{:?}", Secret::new(b"hunter2".to_vec())),
             "[redacted]"
         );
+    }
+
+    #[test]
+    fn the_process_is_not_dumpable_once_it_forbids_core_dumps() {
+        forbid_core_dumps().unwrap();
+        // SAFETY: PR_GET_DUMPABLE takes no pointer.
+        assert_eq!(unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) }, 0);
     }
 
     #[test]

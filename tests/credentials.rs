@@ -1,7 +1,8 @@
 //! What a credential decides: an unknown user's login costs what a real one's does, so
 //! timing does not tell which names exist; a token dies with the credential it was issued
 //! for (another password hash or roles, the user disabled, removed, or removed and added
-//! back), on every gateway sharing the state.
+//! back), on every gateway sharing the state; and a gateway's memory, which holds them,
+//! never lands in a core file.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -14,6 +15,9 @@ use common::*;
 const DASHBOARD_BCRYPT_COST: u32 = 12;
 /// Logins of each kind, interleaved.
 const TIMED_LOGINS: usize = 15;
+
+/// One test at a time: the timing test's medians must not pay for another's CPU.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -30,6 +34,7 @@ async fn timed_login(gw: &RunningGateway, user: &str) -> Duration {
 
 #[tokio::test]
 async fn an_unknown_users_refusal_takes_as_long_as_an_imported_bcrypt_users() {
+    let _turn = TURN.lock().await;
     // A users file as `users import` writes it: the dashboard's own bcrypt hash.
     let hash = bcrypt::hash("Imp0rted-Pass", DASHBOARD_BCRYPT_COST).unwrap();
     let users = format!(
@@ -166,6 +171,7 @@ async fn accepted(gw: &RunningGateway, tokens: &[(&'static str, String)]) -> Vec
 
 #[tokio::test]
 async fn tokens_die_with_the_credential_they_were_issued_for_at_a_reload() {
+    let _turn = TURN.lock().await;
     let (before, after) = users_before_and_after();
     let mut gw = Gateway::new().raw_users_file(&users_file(&before)).start();
     let issued = tokens(&gw, &before).await;
@@ -190,6 +196,7 @@ async fn tokens_die_with_the_credential_they_were_issued_for_at_a_reload() {
 
 #[tokio::test]
 async fn tokens_die_with_their_credential_on_every_gateway_sharing_redis() {
+    let _turn = TURN.lock().await;
     let redis = RedisServer::start();
     let (before, after) = users_before_and_after();
     let spec = Gateway::new()
@@ -219,4 +226,38 @@ async fn tokens_die_with_their_credential_on_every_gateway_sharing_redis() {
     assert_eq!(accepted(&b, &issued).await, ["same"]);
     let token = a.login("readded", PASSWORD).await;
     assert!(accepts(&b, &token).await, "readded's new token on B");
+}
+
+#[tokio::test]
+async fn a_gateway_that_crashes_leaves_no_core_dump() {
+    let _turn = TURN.lock().await;
+    use std::os::unix::process::ExitStatusExt;
+    // Cores allowed up to the hard limit, as `ulimit -c unlimited` would: the gateway
+    // inherits it, so only its own non-dumpable flag can keep the core away.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the struct passed, nothing else.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_CORE, &mut limit), 0);
+        limit.rlim_cur = limit.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_CORE, &limit), 0);
+    }
+    assert!(
+        limit.rlim_cur > 0,
+        "core dumps are off for this test process"
+    );
+    let mut gw = Gateway::new().user(User::admin()).start();
+    gw.signal("ABRT");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = gw.child_mut().try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the gateway outlived SIGABRT");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.signal(), Some(libc::SIGABRT), "{status:?}");
+    assert!(!status.core_dumped(), "the gateway dumped core: {status:?}");
 }
