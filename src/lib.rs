@@ -48,7 +48,7 @@ mod reload;
 mod request;
 mod respond;
 mod routes;
-mod secrets;
+pub mod secrets;
 pub mod server;
 mod state;
 mod tls;

@@ -101,6 +101,11 @@ enum UsersCommand {
 }
 
 fn main() -> ExitCode {
+    // First, before any secret is read (a configuration, a password on stdin).
+    if let Err(e) = clustergate::secrets::forbid_core_dumps() {
+        eprintln!("clustergate: cannot make the process non-dumpable: {e}");
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Run { config, upgrade } => run(&config, server::Start { upgrade }),

@@ -8,7 +8,10 @@
 //! configuration. Each part is installed by one atomic swap that requests read on their
 //! way (`ArcSwap`), so requests in flight finish with what they started with. A user
 //! removed or disabled by the reload is refused at once: every token check looks the user
-//! up. Settings the running process cannot change (its listeners, threads, state store,
+//! up. Tokens issued before a reload removed, disabled or changed (password hash, roles) a
+//! user are refused from then on: they carry the fingerprint of their credential, and the
+//! reload records a reset for the user in the shared state, which every gateway reads
+//! when the user is back. Settings the running process cannot change (its listeners, threads, state store,
 //! ...) are named in the log as "needs a restart".
 
 use std::sync::{Arc, Mutex};
@@ -25,10 +28,11 @@ use crate::auth::Auth;
 use crate::config::{self, Config, ConfigErrors, TlsMode};
 use crate::logs::{LogError, LogLevel};
 use crate::metrics::Metrics;
+use crate::state::UnixTime;
 use crate::tls::{self, ServingCert, TlsError};
 use crate::tokens::TokenService;
 use crate::upstream::{Backend, UpstreamError, Upstreams};
-use crate::users::UserDb;
+use crate::users::{Reset, UserDb};
 
 /// What the request path reads that a reload replaces.
 pub struct Live {
@@ -70,6 +74,17 @@ pub struct Reloader {
     running: Mutex<Config>,
     /// The gateway's dashboard account, which the admission table protects.
     account_name: Option<String>,
+    /// Resets a reload could not record (the store was down), tried again at the next
+    /// SIGHUP before its configuration is read.
+    unrecorded: Mutex<Vec<CredentialReset>>,
+}
+
+/// A user's tokens issued before `at` are refused; all have expired at `until`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CredentialReset {
+    username: String,
+    at: UnixTime,
+    until: UnixTime,
 }
 
 /// Every new part, built before any is installed.
@@ -96,11 +111,13 @@ impl Reloader {
             metrics,
             running: Mutex::new(running),
             account_name,
+            unrecorded: Mutex::new(Vec::new()),
         }
     }
 
-    /// Reads the configuration again and installs it, or keeps the running one.
-    pub fn reload(&self) -> Result<(), ReloadError> {
+    /// Reads the configuration again and installs it, or keeps the running one. Returns
+    /// the users whose earlier tokens the new users refuse, to record in the shared state.
+    fn reload(&self, now: UnixTime) -> Result<Vec<CredentialReset>, ReloadError> {
         // Only this service reloads; a poisoned lock means a reload panicked.
         let mut running = self.running.lock().map_err(|_| ReloadError::Poisoned)?;
         let new = config::load(&running.source).map_err(ReloadError::Invalid)?;
@@ -111,9 +128,42 @@ impl Reloader {
                 "changed in the configuration file, but needs a restart"
             );
         }
+        // A token may have been issued under either TTL.
+        let ttl = running.auth.token_ttl.max(new.auth.token_ttl).as_secs();
+        let resets = credential_resets(&self.live.auth.users.load(), &prepared.users, now, ttl);
         self.install(prepared);
         *running = new;
-        Ok(())
+        Ok(resets)
+    }
+
+    /// Records `resets` (after the unrecorded ones of earlier reloads); keeps those the
+    /// store refused for the next SIGHUP. Until recorded, a user removed and added back
+    /// with the same credential on another gateway is not refused there.
+    async fn record(&self, resets: Vec<CredentialReset>, now: UnixTime) {
+        let mut pending = match self.unrecorded.lock() {
+            Ok(mut unrecorded) => std::mem::take(&mut *unrecorded),
+            Err(_) => Vec::new(),
+        };
+        pending.extend(resets);
+        let store = &self.live.auth.stores.credential_resets;
+        let mut failed = Vec::new();
+        for reset in pending {
+            match store
+                .reset(&reset.username, reset.at, reset.until, now)
+                .await
+            {
+                Ok(()) => {
+                    tracing::info!(username = ?reset.username, "tokens issued before this reload changed the user are refused")
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, username = ?reset.username, "cannot record that the user's earlier tokens are refused; tried again at the next reload");
+                    failed.push(reset);
+                }
+            }
+        }
+        if let Ok(mut unrecorded) = self.unrecorded.lock() {
+            unrecorded.extend(failed);
+        }
     }
 
     fn prepare(&self, running: &Config, new: &Config) -> Result<Prepared, ReloadError> {
@@ -181,6 +231,33 @@ impl Reloader {
             }
         }
     }
+}
+
+/// The resets of the users active in `old` that `new` removes, disables or gives another
+/// password hash or roles. One removed or disabled can log in only after a later reload:
+/// its reset is the next second, so that no token of this second survives its coming back.
+/// One changed logs in again at once: its reset is this second, and the fingerprint
+/// refuses its tokens of this second that carry the old credential.
+fn credential_resets(
+    old: &UserDb,
+    new: &UserDb,
+    now: UnixTime,
+    ttl_seconds: u64,
+) -> Vec<CredentialReset> {
+    old.resets_in(new)
+        .into_iter()
+        .map(|(username, reset)| {
+            let at = match reset {
+                Reset::Gone => now + 1,
+                Reset::Changed => now,
+            };
+            CredentialReset {
+                username: username.to_string(),
+                at,
+                until: at.saturating_add(ttl_seconds),
+            }
+        })
+        .collect()
 }
 
 /// The settings of `running` that `new` changes but a running process cannot take.
@@ -273,7 +350,7 @@ impl BackgroundService for Reloader {
                     if got.is_none() {
                         return;
                     }
-                    self.on_hangup();
+                    self.on_hangup().await;
                 }
             }
         }
@@ -281,14 +358,17 @@ impl BackgroundService for Reloader {
 }
 
 impl Reloader {
-    fn on_hangup(&self) {
+    async fn on_hangup(&self) {
         tracing::info!("SIGHUP: reopening the audit file and reloading the configuration");
         if let Err(e) = self.live.audit.reopen() {
             tracing::error!(error = %e, "the audit log stays on the file it had");
         }
-        match self.reload() {
-            Ok(()) => {
-                let now = crate::state::unix_now();
+        let now = crate::state::unix_now();
+        // Earlier resets first, before a user they concern can be back.
+        self.record(Vec::new(), now).await;
+        match self.reload(now) {
+            Ok(resets) => {
+                self.record(resets, now).await;
                 self.metrics.deployment.config_reload_succeeded(now);
                 tracing::info!("configuration reloaded");
             }
@@ -313,6 +393,39 @@ mod tests {
     fn config(dir: &std::path::Path, server: &str) -> Config {
         let text = format!("[server]\ntls = false\n{server}\n");
         Config::from_toml_str(&text, &dir.join("c.toml"), dir).unwrap()
+    }
+
+    #[test]
+    fn a_user_gone_is_reset_from_the_next_second_and_a_changed_one_from_this_one() {
+        use crate::users::{PasswordHash, Role, UserSpec};
+        let hash = PasswordHash::parse(&bcrypt::hash("pw", 4).unwrap()).unwrap();
+        let spec = |name: &str, role| UserSpec {
+            username: name.into(),
+            password_hash: hash.clone(),
+            roles: vec![role],
+            custom_roles: Vec::new(),
+            enabled: true,
+        };
+        let old = UserDb::new(vec![
+            spec("gone", Role::ReadOnly),
+            spec("changed", Role::ReadOnly),
+            spec("same", Role::ReadOnly),
+        ])
+        .unwrap();
+        let new = UserDb::new(vec![
+            spec("changed", Role::Administrator),
+            spec("same", Role::ReadOnly),
+        ])
+        .unwrap();
+        let reset = |username: &str, at| CredentialReset {
+            username: username.into(),
+            at,
+            until: at + 60,
+        };
+        assert_eq!(
+            credential_resets(&old, &new, 1000, 60),
+            [reset("changed", 1000), reset("gone", 1001)]
+        );
     }
 
     #[test]

@@ -29,6 +29,51 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Makes this process non-dumpable: no core file when it crashes and no ptrace attach by
+/// another process of the same user, since its memory holds the signing keys, the service
+/// account's password and token, and users' passwords during a login.
+pub fn forbid_core_dumps() -> std::io::Result<()> {
+    // SAFETY: PR_SET_DUMPABLE takes plain integers and only changes this process's flag.
+    let result = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    match result {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// Whether a secret file is kept from everyone but this process: the owner's only (no bits
+/// for group or others), or root's and readable by this process's own group alone (no write,
+/// nothing for others) while the process is not root. The second is how Kubernetes mounts a
+/// Secret (owner root, mode 0440, group the pod's `fsGroup`) and how Debian keeps keys for a
+/// service (`root:ssl-cert 0640`); a root process gets no such allowance, as it needs none.
+pub fn kept_from_others(metadata: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let mode = metadata.mode() & 0o777;
+    if mode & 0o077 == 0 {
+        return true;
+    }
+    mode & 0o037 == 0 && metadata.uid() == 0 && !running_as_root() && in_own_groups(metadata.gid())
+}
+
+fn running_as_root() -> bool {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether `gid` is this process's effective group or one of its supplementary groups.
+fn in_own_groups(gid: u32) -> bool {
+    // SAFETY: getegid takes nothing and cannot fail.
+    if unsafe { libc::getegid() } == gid {
+        return true;
+    }
+    // Linux allows at most 65536 supplementary groups (NGROUPS_MAX).
+    let mut groups = vec![0 as libc::gid_t; 65536];
+    let capacity = libc::c_int::try_from(groups.len()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the buffer holds `capacity` gid_t values; getgroups writes at most that many.
+    let count = unsafe { libc::getgroups(capacity, groups.as_mut_ptr()) };
+    usize::try_from(count).is_ok_and(|count| groups[..count.min(groups.len())].contains(&gid))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
     #[error("{path}: {source}")]
@@ -124,6 +169,13 @@ mod tests {
             format!("{:?}", Secret::new(b"hunter2".to_vec())),
             "[redacted]"
         );
+    }
+
+    #[test]
+    fn the_process_is_not_dumpable_once_it_forbids_core_dumps() {
+        forbid_core_dumps().unwrap();
+        // SAFETY: PR_GET_DUMPABLE takes no pointer.
+        assert_eq!(unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) }, 0);
     }
 
     #[test]

@@ -176,7 +176,7 @@ fn build(
         passwords: PasswordChecker::new(
             auth_config.max_concurrent_hashes,
             auth_config.max_queued_logins,
-        )?,
+        ),
         lockout: auth_config.lockout,
         failed_logins_per_client: auth_config.failed_logins_per_client,
         metrics: metrics.clone(),
@@ -326,7 +326,7 @@ pub(crate) fn user_db(
 ) -> Result<UserDb, StartError> {
     if source == AuthSource::Dashboard {
         tracing::info!("auth.source = \"dashboard\": the dashboard's accounts log in; the users and roles files are not read");
-        return Ok(UserDb::default());
+        return Ok(UserDb::new(Vec::new())?);
     }
     let (user_specs, created) = bootstrap::ensure_admin(users.users, state_dir)?;
     if let Some(path) = created {
@@ -336,7 +336,7 @@ pub(crate) fn user_db(
             "no enabled user is configured: user 'admin' (administrator) can log in with the password in password_file; add users to users_file to replace it"
         );
     }
-    let user_db = UserDb::new(user_specs);
+    let user_db = UserDb::new(user_specs)?;
     tracing::info!(users = user_db.len(), "users loaded");
     Ok(user_db)
 }

@@ -25,6 +25,11 @@ pub struct Claims {
     pub jti: String,
     pub iat: u64,
     pub exp: u64,
+    /// The fingerprint of the credential the token was issued for (the users file's
+    /// password hash and roles); empty for the dashboard's accounts. Tokens issued before
+    /// there was one have none, and match no user of the users file.
+    #[serde(default)]
+    pub cred: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -105,16 +110,19 @@ impl TokenService {
         }
     }
 
+    /// A token for a credential no user has (tests of what does not depend on it).
     #[cfg(test)]
     pub fn issue(&self, username: &str, now: u64) -> Result<Issued, TokenError> {
-        self.issue_until(username, now, None)
+        self.issue_until(username, "", now, None)
     }
 
-    /// A token that expires after the TTL, or at `not_after` if that comes first (a
-    /// user's dashboard token: ours never outlives it).
+    /// A token for `username` holding the credential `fingerprint`, that expires after the
+    /// TTL, or at `not_after` if that comes first (a user's dashboard token: ours never
+    /// outlives it).
     pub fn issue_until(
         &self,
         username: &str,
+        fingerprint: &str,
         now: u64,
         not_after: Option<u64>,
     ) -> Result<Issued, TokenError> {
@@ -126,6 +134,7 @@ impl TokenService {
             jti: uuid::Uuid::new_v4().to_string(),
             iat: now,
             exp: not_after.map_or(ttl_end, |end| end.min(ttl_end)),
+            cred: fingerprint.to_string(),
         };
         let signing = self.keys.first().ok_or(TokenError::Signing)?;
         let mut header = Header::new(Algorithm::HS256);
@@ -296,6 +305,7 @@ mod tests {
                 jti: "j".into(),
                 iat: NOW,
                 exp: NOW + 10,
+                cred: String::new(),
             };
             let secret = EncodingKey::from_secret(OLD.as_bytes());
             jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &secret).unwrap()
@@ -321,12 +331,12 @@ mod tests {
     fn a_token_never_outlives_the_end_it_is_given() {
         let s = service("0123456789abcdef0123456789abcdef");
         assert_eq!(
-            s.issue_until("u", 1000, Some(1050)).unwrap().claims.exp,
+            s.issue_until("u", "", 1000, Some(1050)).unwrap().claims.exp,
             1050
         );
         let ttl_end = s.issue("u", 1000).unwrap().claims.exp;
         assert_eq!(
-            s.issue_until("u", 1000, Some(ttl_end + 1))
+            s.issue_until("u", "", 1000, Some(ttl_end + 1))
                 .unwrap()
                 .claims
                 .exp,
@@ -423,6 +433,7 @@ mod tests {
                 jti: "j".into(),
                 iat: 0,
                 exp,
+                cred: String::new(),
             })
         };
         cache.remember("a", &claims(NOW + 10), NOW);

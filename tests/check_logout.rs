@@ -12,10 +12,10 @@ fn other_secret() -> &'static [u8] {
 }
 
 /// A token over our claims with another HMAC algorithm: the gateway must insist on HS256.
-fn forge_with(alg: jsonwebtoken::Algorithm, secret: &[u8]) -> String {
+fn forge_with(alg: jsonwebtoken::Algorithm, secret: &[u8], claims: &serde_json::Value) -> String {
     let header = jsonwebtoken::Header::new(alg);
     let key = jsonwebtoken::EncodingKey::from_secret(secret);
-    jsonwebtoken::encode(&header, &claims("clustergate", ADMIN, 10, 3600), &key).unwrap()
+    jsonwebtoken::encode(&header, claims, &key).unwrap()
 }
 
 /// `{"alg":"none"}` with an empty signature.
@@ -44,9 +44,10 @@ async fn check_with_a_valid_token_answers_user_and_permissions_in_v1() {
 async fn a_token_forged_with_the_configured_secret_file_is_accepted() {
     // Guards the forged-token tests below: `auth.secret_file` is the signing secret.
     let gw = Gateway::new().user(User::admin()).known_secret().start();
+    let login = gw.login(ADMIN, ADMIN_PW).await;
     let token = forge_token(
         TEST_SECRET.as_bytes(),
-        &claims("clustergate", ADMIN, 10, 3600),
+        &with_credential_of(claims("clustergate", ADMIN, 10, 3600), &login),
     );
     assert_check_ok(&gw.check(&token).await, ADMIN, &admin_permissions());
     assert_not_found(&gw.api_get("/api/summary", Some(&token)).await);
@@ -59,6 +60,11 @@ async fn check_answers_login_url_for_every_kind_of_unusable_token() {
     let good = gw.login(ADMIN, ADMIN_PW).await;
     let mut tampered = good.clone();
     tampered.push('x');
+    // Each forged token is refused for the one thing it gets wrong, not for the lack of
+    // the credential fingerprint a token of ours carries.
+    let claims = |issuer: &str, username: &str, age, ttl| {
+        with_credential_of(claims(issuer, username, age, ttl), &good)
+    };
     let cases = [
         ("empty", String::new()),
         ("garbage", "not-a-jwt".to_string()),
@@ -82,7 +88,11 @@ async fn check_answers_login_url_for_every_kind_of_unusable_token() {
         ),
         (
             "HS512 with our secret",
-            forge_with(jsonwebtoken::Algorithm::HS512, secret),
+            forge_with(
+                jsonwebtoken::Algorithm::HS512,
+                secret,
+                &claims("clustergate", ADMIN, 10, 3600),
+            ),
         ),
         (
             "alg none",

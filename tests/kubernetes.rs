@@ -245,13 +245,23 @@ fn the_grace_period_covers_the_prestop_wait_the_drain_and_the_shutdown_grace() {
     );
 }
 
+/// The pod's user and group (deployment.yaml: runAsUser, runAsGroup, fsGroup).
+const POD_UID: u32 = 65532;
+
+fn running_as_root() -> bool {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// Lays out the pod's view: `config/clustergate.toml` and `secrets/` with a valid stand-in for
-/// each key of the Secret (mode 0440, as the kubelet writes them with the pod's fsGroup).
-fn pod_files(configmap: &Path, secret: &Path, dir: &Path) -> PathBuf {
+/// each key of the Secret, `secret_mode` each. As root, the files are root's in the pod's
+/// group, as the kubelet writes them with the pod's fsGroup; otherwise the test user's.
+fn pod_files(configmap: &Path, secret: &Path, dir: &Path, secret_mode: u32) -> PathBuf {
     let config = dir.join("config/clustergate.toml");
     let secrets = dir.join("secrets");
     fs::create_dir_all(config.parent().unwrap()).unwrap();
     fs::create_dir_all(&secrets).unwrap();
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
     fs::write(&config, config_text(configmap)).unwrap();
     let (ca, chain, key) = operator_certificate();
     let hash = String::from_utf8(cli(&["hash-password"], Some("Operat0r-Pass")).stdout).unwrap();
@@ -277,9 +287,23 @@ fn pod_files(configmap: &Path, secret: &Path, dir: &Path) -> PathBuf {
         };
         let path = secrets.join(&name);
         fs::write(&path, content).unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o440)).unwrap();
+        if running_as_root() {
+            std::os::unix::fs::chown(&path, Some(0), Some(POD_UID)).unwrap();
+        }
+        fs::set_permissions(&path, fs::Permissions::from_mode(secret_mode)).unwrap();
     }
     config
+}
+
+/// `clustergate check-config` on `config`, as the pod's user when the test can be it.
+fn check_config_as_the_pod(config: &Path) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(BIN);
+    command.args(["check-config", "--config", config.to_str().unwrap()]);
+    if running_as_root() {
+        command.uid(POD_UID).gid(POD_UID);
+    }
+    command.output().unwrap()
 }
 
 #[test]
@@ -289,15 +313,15 @@ fn the_configuration_in_each_configmap_passes_check_config() {
         ("rook/configmap.yaml", "rook/secret.yaml"),
     ] {
         let dir = tempfile::tempdir().unwrap();
+        // The kubelet's mode for the Secret's files: defaultMode 0440 (deployment.yaml).
+        let mode = if running_as_root() { 0o440 } else { 0o600 };
         let config = pod_files(
             &kubernetes_dir().join(configmap),
             &kubernetes_dir().join(secret),
             dir.path(),
+            mode,
         );
-        let out = cli(
-            &["check-config", "--config", config.to_str().unwrap()],
-            None,
-        );
+        let out = check_config_as_the_pod(&config);
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -305,6 +329,21 @@ fn the_configuration_in_each_configmap_passes_check_config() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[test]
+fn a_secret_file_others_may_read_is_refused_in_the_pods_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = pod_files(
+        &kubernetes_dir().join("configmap.yaml"),
+        &kubernetes_dir().join("secret.yaml"),
+        dir.path(),
+        0o444,
+    );
+    let out = check_config_as_the_pod(&config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("chmod 600"), "{stderr}");
 }
 
 #[test]

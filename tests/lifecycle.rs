@@ -189,7 +189,7 @@ async fn removing_a_user_invalidates_its_tokens_after_a_restart() {
 }
 
 #[tokio::test]
-async fn changed_roles_show_in_check_for_tokens_issued_before_a_restart() {
+async fn changed_roles_refuse_tokens_issued_before_a_restart_and_a_new_login_has_them() {
     let mut gw = Gateway::with_admin_and_viewer().start();
     let token = gw.login(VIEWER, VIEWER_PW).await;
     gw.restart(|spec| {
@@ -198,6 +198,9 @@ async fn changed_roles_show_in_check_for_tokens_issued_before_a_restart() {
             User::new(VIEWER, VIEWER_PW, &["administrator"]),
         ])
     });
+    // As on the dashboard: a token dies with the roles it was issued for.
+    assert_login_url(&gw.check(&token).await);
+    let token = gw.login(VIEWER, VIEWER_PW).await;
     assert_check_ok(&gw.check(&token).await, VIEWER, &admin_permissions());
 }
 

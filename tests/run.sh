@@ -21,6 +21,7 @@ cleanup() {
 trap cleanup EXIT
 cp -r conf/. "$conf_copy/"
 printf 'stand-in' > "$conf_copy/upstream.pass"
+chmod 600 "$conf_copy/upstream.pass"
 cargo run --locked --quiet -- check-config --config "$conf_copy/clustergate.toml"
 
 # One dashboard shared by the integration tests; tests that fail managers over or change

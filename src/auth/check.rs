@@ -68,7 +68,7 @@ fn valid_token_body(user: &User) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{auth, body_of, post, request, NOW};
+    use super::super::testing::{auth, body_of, post, request, token_for, NOW};
     use super::*;
 
     fn login_url() -> Value {
@@ -78,7 +78,7 @@ mod tests {
     #[tokio::test]
     async fn a_valid_token_gives_the_user_and_permissions() {
         let auth = auth();
-        let token = auth.tokens.load().issue("viewer", NOW).unwrap().token;
+        let token = token_for(&auth, "viewer", NOW);
         let headers = post("*/*");
         let req = request(&headers, format!(r#"{{"token":"{token}"}}"#));
         let response = auth.check(&req, NOW, true).await.unwrap();
@@ -113,13 +113,8 @@ mod tests {
     #[tokio::test]
     async fn bad_tokens_give_the_login_url_body() {
         let auth = auth();
-        let expired = auth
-            .tokens
-            .load()
-            .issue("admin", NOW - 10_000)
-            .unwrap()
-            .token;
-        let disabled = auth.tokens.load().issue("disabled", NOW).unwrap().token;
+        let expired = token_for(&auth, "admin", NOW - 10_000);
+        let disabled = token_for(&auth, "disabled", NOW);
         let headers = post("application/vnd.ceph.api.v1.0+json");
         for body in [
             String::new(),
@@ -139,7 +134,7 @@ mod tests {
     #[tokio::test]
     async fn the_body_token_wins_over_the_query() {
         let auth = auth();
-        let token = auth.tokens.load().issue("admin", NOW).unwrap().token;
+        let token = token_for(&auth, "admin", NOW);
         let headers = post("*/*");
         let query = format!("token={token}");
         let only_query = AuthRequest {
@@ -175,7 +170,7 @@ mod tests {
             body_of(&response),
             json!({"login_url": "#/login", "cluster_status": "UNAVAILABLE"})
         );
-        let token = auth.tokens.load().issue("admin", NOW).unwrap().token;
+        let token = token_for(&auth, "admin", NOW);
         let req = request(&headers, format!(r#"{{"token":"{token}"}}"#));
         let response = auth.check(&req, NOW, false).await.unwrap();
         assert_eq!(response.status, 503);

@@ -85,6 +85,8 @@ impl Auth {
                         login.grants.clone(),
                     )),
                     dashboard: Some(login),
+                    // The dashboard checks its own tokens against its accounts' changes.
+                    credential: None,
                 });
             }
             Err(error) => error,
@@ -136,7 +138,7 @@ impl Auth {
         self.metrics.password_verified();
         let verified = self
             .passwords
-            .verify(Some(Arc::new(verifier)), password.to_string())
+            .check(Arc::new(verifier), password.to_string())
             .await?;
         if !verified {
             return Ok(None);

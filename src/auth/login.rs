@@ -12,7 +12,7 @@ use crate::errors::GatewayError;
 use crate::metrics::LoginResult;
 use crate::respond::LocalResponse;
 use crate::state::{UnixMillis, UnixTime};
-use crate::users::User;
+use crate::users::{Credential, User};
 use crate::versioning;
 
 /// A login whose password was good: the user, and their own dashboard login when the
@@ -20,6 +20,9 @@ use crate::versioning;
 pub(super) struct LoggedIn {
     pub user: Arc<User>,
     pub dashboard: Option<DashboardLogin>,
+    /// The credential the password was checked against, which the token carries; `None`
+    /// when the dashboard checked it.
+    pub credential: Option<Arc<Credential>>,
 }
 
 /// Where a login attempt stands with the username's lockout, decided before its password
@@ -88,16 +91,32 @@ impl Auth {
         if !matches!(checked, Err(GatewayError::InvalidCredentials)) {
             self.give_back_login_token(taken, now_ms).await?;
         }
-        let LoggedIn { user, dashboard } = checked?;
+        let LoggedIn {
+            user,
+            dashboard,
+            credential,
+        } = checked?;
 
         if self.lockout.is_some() && self.source == AuthSource::Local {
             self.stores.lockouts.clear(&username).await?;
         }
         let not_after = dashboard.as_ref().and_then(|d| d.exp);
+        let (fingerprint, issued_at) = match &credential {
+            // Never issued before the user's last reset, which may be the next second when
+            // the user was removed and is back within the same second.
+            Some(credential) => {
+                let reset = self.last_reset(&user.username, credential, now).await?;
+                (
+                    credential.fingerprint.as_str(),
+                    reset.map_or(now, |at| at.max(now)),
+                )
+            }
+            None => ("", now),
+        };
         let issued = self
             .tokens
             .load()
-            .issue_until(&user.username, now, not_after)
+            .issue_until(&user.username, fingerprint, issued_at, not_after)
             .map_err(|e| {
                 tracing::error!(error = %e, "cannot sign a token");
                 GatewayError::Internal
@@ -133,38 +152,48 @@ impl Auth {
     ) -> Result<LoggedIn, GatewayError> {
         // Kept only when the dashboard is asked too (the hash check consumes it).
         let own_password = self.dashboard.is_some().then(|| password.clone());
-        let user = self
+        let (user, credential) = self
             .check_password(username, password, now, subject)
             .await?;
         let dashboard = match own_password {
             Some(password) => Some(self.own_dashboard_login(username, &password, now).await?),
             None => None,
         };
-        Ok(LoggedIn { user, dashboard })
+        Ok(LoggedIn {
+            user,
+            dashboard,
+            credential: Some(credential),
+        })
     }
 
-    /// The user, if `password` is theirs and their username is not locked out; every
-    /// refusal is `InvalidCredentials`. `subject` learns whether this failure locked the
-    /// username.
+    /// The user and the credential checked, if `password` is theirs and
+    /// their username is not locked out; every refusal is `InvalidCredentials`. `subject`
+    /// learns whether this failure locked the username.
     async fn check_password(
         &self,
         username: &str,
         password: String,
         now: UnixTime,
         subject: &mut AuthSubject,
-    ) -> Result<Arc<User>, GatewayError> {
-        let user = self.users.load().active(username).cloned();
+    ) -> Result<(Arc<User>, Arc<Credential>), GatewayError> {
+        let (user, stand_in) = {
+            let users = self.users.load();
+            let user = users
+                .active_with_credential(username)
+                .map(|(user, credential)| (user.clone(), credential.clone()));
+            (user, users.stand_in.clone())
+        };
         let attempt = match (&user, self.lockout) {
             (Some(_), Some(policy)) => self.admit(username, policy, now).await?,
             _ => Attempt::Allowed,
         };
-        // A refused or unknown user is checked against a dummy hash: same cost, never a match.
+        // A refused or unknown user is checked against the stand-in: same cost, never a match.
         let hash = user
             .as_ref()
             .filter(|_| attempt != Attempt::Locked)
-            .and_then(|u| u.password_hash.clone());
+            .and_then(|(u, _)| u.password_hash.clone());
         self.metrics.password_verified();
-        let verified = self.passwords.verify(hash, password).await?;
+        let verified = self.passwords.verify(hash, &stand_in, password).await?;
 
         // `?username`: the name is the client's text, escaped so it cannot forge log lines.
         let Some(user) = user.filter(|_| verified) else {

@@ -64,7 +64,7 @@ impl Auth {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{auth, post, request, NOW};
+    use super::super::testing::{auth, post, request, token_for, NOW};
     use super::*;
 
     fn with_bearer(token: &str) -> http::HeaderMap {
@@ -79,7 +79,7 @@ mod tests {
     #[tokio::test]
     async fn logout_revokes_the_token_and_is_idempotent() {
         let auth = auth();
-        let token = auth.tokens.load().issue("admin", NOW).unwrap().token;
+        let token = token_for(&auth, "admin", NOW);
         let headers = with_bearer(&token);
         let req = request(&headers, "");
         assert!(auth.authenticate(&headers, NOW).await.is_ok());
@@ -106,12 +106,7 @@ mod tests {
     #[tokio::test]
     async fn an_expired_token_of_ours_still_logs_out() {
         let auth = auth();
-        let token = auth
-            .tokens
-            .load()
-            .issue("admin", NOW - 10_000)
-            .unwrap()
-            .token;
+        let token = token_for(&auth, "admin", NOW - 10_000);
         let headers = with_bearer(&token);
         let req = request(&headers, "");
         assert_eq!(

@@ -21,8 +21,8 @@ use crate::metrics::{Metrics, TokenCheckResult};
 use crate::respond::LocalResponse;
 use crate::routes::Route;
 use crate::state::{BucketRate, StateError, Stores, UnixMillis, UnixTime};
-use crate::tokens::{TokenError, TokenService};
-use crate::users::{PasswordChecker, User, UserDb};
+use crate::tokens::{Claims, TokenError, TokenService};
+use crate::users::{Credential, PasswordChecker, User, UserDb};
 use crate::versioning::{ApiVersion, Negotiated};
 
 pub use dashboard::{DashboardAccounts, UserToken};
@@ -87,6 +87,8 @@ enum TokenRejection {
     Revoked,
     #[error("token's user does not exist or is disabled")]
     UnknownUser,
+    #[error("token was issued for a password or roles its user no longer has")]
+    CredentialReset,
     #[error("token's dashboard session has ended")]
     NoSession,
     #[error(transparent)]
@@ -144,7 +146,9 @@ impl Auth {
             Err(TokenRejection::Missing) => TokenCheckResult::Missing,
             Err(TokenRejection::Invalid(TokenError::Expired)) => TokenCheckResult::Expired,
             Err(TokenRejection::Invalid(_)) => TokenCheckResult::Invalid,
-            Err(TokenRejection::Revoked) => TokenCheckResult::Revoked,
+            Err(TokenRejection::Revoked | TokenRejection::CredentialReset) => {
+                TokenCheckResult::Revoked
+            }
             Err(TokenRejection::UnknownUser | TokenRejection::NoSession) => {
                 TokenCheckResult::UnknownUser
             }
@@ -178,17 +182,50 @@ impl Auth {
         let user = match (self.source, session.as_ref().and_then(|s| s.user.clone())) {
             (AuthSource::Dashboard, Some(user)) => user,
             (AuthSource::Dashboard, None) => return Err(TokenRejection::NoSession),
-            (AuthSource::Local, _) => self
-                .users
-                .load()
-                .active(&claims.username)
-                .cloned()
-                .ok_or(TokenRejection::UnknownUser)?,
+            (AuthSource::Local, _) => self.user_of(&claims, now).await?,
         };
         Ok(Authenticated {
             user,
             upstream: session.map(|s| s.token.clone()),
         })
+    }
+
+    /// The users file's user a token names, if the token was issued for the credential
+    /// the user has now (the same password hash and roles) and after the user's last reset
+    /// (removed, disabled or changed by a reload, on any gateway). The reset is read from the
+    /// store once per user and load of the users, then kept.
+    async fn user_of(&self, claims: &Claims, now: UnixTime) -> Result<Arc<User>, TokenRejection> {
+        let (user, credential) = {
+            let users = self.users.load();
+            let (user, credential) = users
+                .active_with_credential(&claims.username)
+                .ok_or(TokenRejection::UnknownUser)?;
+            (user.clone(), credential.clone())
+        };
+        if claims.cred != credential.fingerprint {
+            return Err(TokenRejection::CredentialReset);
+        }
+        if self
+            .last_reset(&claims.username, &credential, now)
+            .await?
+            .is_some_and(|at| claims.iat < at)
+        {
+            return Err(TokenRejection::CredentialReset);
+        }
+        Ok(user)
+    }
+
+    /// The user's last reset, read from the store once per load of the users.
+    async fn last_reset(
+        &self,
+        username: &str,
+        credential: &Credential,
+        now: UnixTime,
+    ) -> Result<Option<UnixTime>, StateError> {
+        let reset_at = credential
+            .reset_at
+            .get_or_try_init(|| self.stores.credential_resets.reset_at(username, now));
+        Ok(*reset_at.await?)
     }
 
     /// The dashboard refused the user's own token (their password changed, or an admin
@@ -232,3 +269,72 @@ impl Auth {
 
 #[cfg(test)]
 pub(crate) mod testing;
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{auth, token_for, user_specs, NOW};
+    use super::*;
+    use crate::users::{PasswordHash, Role, UserSpec};
+
+    /// The users of `auth` with `change` made to admin's, loaded again as a reload does.
+    fn reload_admin(auth: &Auth, change: impl FnOnce(&mut UserSpec)) {
+        let mut specs = user_specs();
+        change(&mut specs[0]);
+        auth.users.store(Arc::new(UserDb::new(specs).unwrap()));
+    }
+
+    async fn valid(auth: &Auth, token: &str, now: UnixTime) -> bool {
+        auth.verify_token(Some(token), now).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn the_same_users_loaded_again_keep_their_tokens() {
+        let auth = auth();
+        let token = token_for(&auth, "admin", NOW);
+        reload_admin(&auth, |_| {});
+        assert!(valid(&auth, &token, NOW).await);
+    }
+
+    #[tokio::test]
+    async fn another_password_hash_or_other_roles_refuse_the_tokens_issued_before() {
+        let changes: [fn(&mut UserSpec); 3] = [
+            |admin| admin.password_hash = PasswordHash::hash_new("pw").unwrap(),
+            |admin| admin.roles = vec![Role::ReadOnly],
+            |admin| admin.roles.push(Role::PoolManager),
+        ];
+        for change in changes {
+            let auth = auth();
+            let token = token_for(&auth, "admin", NOW);
+            reload_admin(&auth, change);
+            assert!(matches!(
+                auth.verify_token(Some(&token), NOW).await,
+                Err(TokenRejection::CredentialReset)
+            ));
+            assert!(valid(&auth, &token_for(&auth, "admin", NOW), NOW).await);
+        }
+    }
+
+    #[tokio::test]
+    async fn after_a_reset_only_the_tokens_issued_since_are_good_with_the_same_credential() {
+        let auth = auth();
+        let before = token_for(&auth, "admin", NOW - 1);
+        let since = token_for(&auth, "admin", NOW);
+        auth.stores
+            .credential_resets
+            .reset("admin", NOW, NOW + 3600, NOW)
+            .await
+            .unwrap();
+        // The users loaded again (the user back): the reset is read from the store.
+        reload_admin(&auth, |_| {});
+        assert!(!valid(&auth, &before, NOW).await);
+        assert!(valid(&auth, &since, NOW).await);
+        assert!(valid(&auth, &token_for(&auth, "viewer", NOW - 1), NOW).await);
+    }
+
+    #[tokio::test]
+    async fn a_token_without_a_credential_matches_no_user_of_the_users_file() {
+        let auth = auth();
+        let token = auth.tokens.load().issue("admin", NOW).unwrap().token;
+        assert!(!valid(&auth, &token, NOW).await);
+    }
+}

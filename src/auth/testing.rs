@@ -28,6 +28,20 @@ pub fn auth() -> Arc<Auth> {
     Arc::new(build(None))
 }
 
+/// A token for `username` issued at `now` with the user's credential, as a login issues it
+/// (for a user that is not active, with none).
+pub fn token_for(auth: &Auth, username: &str, now: u64) -> String {
+    let users = auth.users.load();
+    let fingerprint = users
+        .active_with_credential(username)
+        .map_or("", |(_, credential)| credential.fingerprint.as_str());
+    auth.tokens
+        .load()
+        .issue_until(username, fingerprint, now, None)
+        .unwrap()
+        .token
+}
+
 /// Logins checked by a dashboard (`auth.source = "dashboard"`) that is never active: the
 /// unit tests see what happens before the dashboard is asked.
 pub fn auth_without_an_active_dashboard() -> Arc<Auth> {
@@ -47,8 +61,10 @@ pub fn auth_limited(rate: BucketRate) -> Arc<Auth> {
     Arc::new(build(Some(rate)))
 }
 
-fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
-    let hash = PasswordHash::hash_new("pw").unwrap();
+/// The users of [`auth`], as the users file would give them.
+pub fn user_specs() -> Vec<UserSpec> {
+    static HASH: std::sync::OnceLock<PasswordHash> = std::sync::OnceLock::new();
+    let hash = HASH.get_or_init(|| PasswordHash::hash_new("pw").unwrap());
     let user = |name: &str, role: Role, enabled: bool| UserSpec {
         username: name.into(),
         password_hash: hash.clone(),
@@ -56,12 +72,16 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
         custom_roles: Vec::new(),
         enabled,
     };
+    vec![
+        user("admin", Role::Administrator, true),
+        user("viewer", Role::ReadOnly, true),
+        user("disabled", Role::Administrator, false),
+    ]
+}
+
+fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
     Auth {
-        users: ArcSwap::from_pointee(UserDb::new(vec![
-            user("admin", Role::Administrator, true),
-            user("viewer", Role::ReadOnly, true),
-            user("disabled", Role::Administrator, false),
-        ])),
+        users: ArcSwap::from_pointee(UserDb::new(user_specs()).unwrap()),
         tokens: ArcSwap::from_pointee(TokenService::new(
             &[SigningKey {
                 kid: SigningKey::DEFAULT_KID.into(),
@@ -71,7 +91,7 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
             Duration::from_secs(3600),
         )),
         stores: StateConfig::Memory.build().unwrap(),
-        passwords: PasswordChecker::new(1, 8).unwrap(),
+        passwords: PasswordChecker::new(1, 8),
         lockout: Some(LockoutPolicy {
             attempts: 3,
             duration: Duration::from_secs(LOCKOUT_SECONDS),

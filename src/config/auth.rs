@@ -277,7 +277,9 @@ pub(super) fn valid_kid(kid: &str) -> bool {
 }
 
 fn secret(errors: &mut ConfigErrors, at: &Source<'_>, key: &str, path: &str) -> Option<Secret> {
-    match crate::secrets::read_secret(&at.resolve(path)) {
+    let path = at.resolve(path);
+    at.owner_only_file(errors, key, &path);
+    match crate::secrets::read_secret(&path) {
         Ok(secret) => Some(secret),
         Err(e) => {
             errors.push(

@@ -25,8 +25,26 @@ impl Source<'_> {
         }
     }
 
-    /// A password kept in a file (`key` names the setting), without its line end. `hint`
-    /// ends the message when the file cannot be read.
+    /// Refuses a file holding a secret (`key` names the setting) that group or others may
+    /// read or write: anyone else on the host could read the secret, or replace it (the one
+    /// allowance, root's file readable by the gateway's own group, is
+    /// [`crate::secrets::kept_from_others`]'s). Every setting naming a secret file calls
+    /// this; a file that cannot be looked at is left to the caller's read to report.
+    pub fn owner_only_file(&self, errors: &mut ConfigErrors, key: &str, path: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(metadata) = std::fs::metadata(path) else {
+            return;
+        };
+        let mode = metadata.permissions().mode() & 0o777;
+        if !crate::secrets::kept_from_others(&metadata) {
+            let path = path.display();
+            let message = format!("{path} holds a secret but group or others have access (mode {mode:04o}); make it the owner's only: chmod 600 {path}");
+            errors.push(self.file, key, message);
+        }
+    }
+
+    /// A password kept in a file (`key` names the setting), without its line end, that
+    /// only its owner may access. `hint` ends the message when the file cannot be read.
     pub fn password_file(
         &self,
         errors: &mut ConfigErrors,
@@ -35,6 +53,7 @@ impl Source<'_> {
         hint: &str,
     ) -> Option<Secret> {
         let path = self.resolve(file);
+        self.owner_only_file(errors, key, &path);
         match std::fs::read_to_string(&path) {
             Ok(text) if !text.trim_end_matches(['\n', '\r']).is_empty() => Some(Secret::new(
                 text.trim_end_matches(['\n', '\r']).as_bytes().to_vec(),

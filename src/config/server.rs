@@ -266,6 +266,7 @@ fn tls_mode(errors: &mut ConfigErrors, at: &Source<'_>, server: &ServerSection) 
             if !readable {
                 return None;
             }
+            at.owner_only_file(errors, "server.key_file", &key);
             match crate::tls::load_certified_key(&cert, &key) {
                 Ok(certified) => Some(TlsMode::Files {
                     cert,

@@ -1,7 +1,6 @@
 //! `[state]`: where revocations, lockouts and the service account's token live: this
 //! process's memory (one gateway), or a Redis every gateway of a deployment shares.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -144,10 +143,7 @@ fn private_secret(
     file: &str,
 ) -> Option<Secret> {
     let path = at.resolve(file);
-    if let Some(problem) = open_to_others(&path) {
-        errors.push(at.file, key, problem);
-        return None;
-    }
+    at.owner_only_file(errors, key, &path);
     crate::secrets::read_secret(&path)
         .map_err(|e| errors.push(at.file, key, secret_problem(&path, e)))
         .ok()
@@ -162,20 +158,6 @@ fn secret_problem(path: &Path, e: SecretError) -> String {
         }
         other => other.to_string(),
     }
-}
-
-/// Why `path` is open to more than its owner, with the fix; `None` if it is not (or it
-/// cannot be read at all: reading it says why).
-fn open_to_others(path: &Path) -> Option<String> {
-    let mode = std::fs::metadata(path).ok()?.permissions().mode();
-    (mode & 0o077 != 0).then(|| {
-        format!(
-            "{} is open to group or others (mode {:o}): `chmod 600 {}`",
-            path.display(),
-            mode & 0o777,
-            path.display()
-        )
-    })
 }
 
 /// The CA file's PEM text, as the Redis client takes it, once its certificates parse.

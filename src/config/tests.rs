@@ -138,7 +138,7 @@ fn tls_off_ignores_certificate_settings() {
 #[test]
 fn secret_file_must_exist_and_be_long_enough() {
     let d = dir();
-    std::fs::write(d.path().join("short"), "abc").unwrap();
+    crate::secrets::write_private(&d.path().join("short"), "abc".as_bytes()).unwrap();
     let e = parse("[auth]\nsecret_file = \"short\"", d.path()).unwrap_err();
     assert!(e.mentions("auth.secret_file"), "{e}");
     let e = parse("[auth]\nsecret_file = \"missing\"", d.path()).unwrap_err();
@@ -212,7 +212,7 @@ fn bad_users_toml_names_the_users_file() {
 /// The shipped configuration, with a stand-in service password.
 fn shipped() -> Config {
     let d = dir();
-    std::fs::write(d.path().join("upstream.pass"), "stand-in").unwrap();
+    crate::secrets::write_private(&d.path().join("upstream.pass"), "stand-in".as_bytes()).unwrap();
     let conf = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf");
     let text = std::fs::read_to_string(conf.join("clustergate.toml")).unwrap();
     let text = text.replace("\"users.toml\"", "\"no-users.toml\"");
@@ -231,7 +231,7 @@ fn the_shipped_configuration_loads_with_the_built_in_scope_table() {
 #[test]
 fn a_scopes_file_replaces_the_built_in_table() {
     let d = dir();
-    std::fs::write(d.path().join("upstream.pass"), "stand-in").unwrap();
+    crate::secrets::write_private(&d.path().join("upstream.pass"), "stand-in".as_bytes()).unwrap();
     std::fs::write(
         d.path().join("other.toml"),
         "ceph_version = \"99.0.0\"\n[[operation]]\nmethod = \"GET\"\npath = \"/api/health/minimal\"\n",
@@ -299,7 +299,7 @@ fn the_shipped_table_answers_like_the_dashboard() {
 #[test]
 fn open_operations_must_be_public_in_the_table() {
     let d = dir();
-    std::fs::write(d.path().join("upstream.pass"), "stand-in").unwrap();
+    crate::secrets::write_private(&d.path().join("upstream.pass"), "stand-in".as_bytes()).unwrap();
     let scopes = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/scopes.toml");
     let text = format!(
         "[upstream]\nservers = [\"http://127.0.0.1:1\"]\n[access]\nscopes_file = {scopes:?}\nopen_operations = [\"GET /api/pool\"]\n"
@@ -330,8 +330,8 @@ fn every_upstream_timeout_is_derived_once_from_the_two_settings() {
 fn signing_keys_are_read_in_order_and_checked() {
     let d = dir();
     let secret = "0123456789abcdef0123456789abcdef";
-    std::fs::write(d.path().join("new.key"), secret).unwrap();
-    std::fs::write(d.path().join("old.key"), secret).unwrap();
+    crate::secrets::write_private(&d.path().join("new.key"), secret.as_bytes()).unwrap();
+    crate::secrets::write_private(&d.path().join("old.key"), secret.as_bytes()).unwrap();
     let keys = "[auth]\nsigning_keys = [{ kid = \"2026-11\", secret_file = \"new.key\" }, { kid = \"2026-10\", secret_file = \"old.key\" }]";
     let c = parse(keys, d.path()).unwrap();
     let kids: Vec<&str> = c.auth.signing_keys.iter().map(|k| k.kid.as_str()).collect();
@@ -358,7 +358,11 @@ fn signing_keys_are_read_in_order_and_checked() {
 #[test]
 fn a_single_secret_file_is_the_default_key() {
     let d = dir();
-    std::fs::write(d.path().join("jwt.key"), "0123456789abcdef0123456789abcdef").unwrap();
+    crate::secrets::write_private(
+        &d.path().join("jwt.key"),
+        "0123456789abcdef0123456789abcdef".as_bytes(),
+    )
+    .unwrap();
     let c = parse("[auth]\nsecret_file = \"jwt.key\"", d.path()).unwrap();
     assert_eq!(c.auth.signing_keys.len(), 1);
     assert_eq!(c.auth.signing_keys[0].kid, "default");
@@ -717,7 +721,8 @@ fn in_flight_limits_default_below_the_dashboards_threads_and_are_bounded() {
 
 /// `[upstream]` with one dashboard and its password file written into `d`.
 fn with_upstream(d: &Path, extra: &str) -> String {
-    std::fs::write(d.join("upstream.pass"), "service-password\n").unwrap();
+    crate::secrets::write_private(&d.join("upstream.pass"), "service-password\n".as_bytes())
+        .unwrap();
     format!("[upstream]\nservers = [\"http://127.0.0.1:8080\"]\n{extra}")
 }
 
@@ -813,4 +818,44 @@ fn with_the_dashboard_source_no_users_file_is_read() {
     let local = with_upstream(d.path(), "");
     let e = parse(&local, d.path()).unwrap_err();
     assert!(e.0[0].file.ends_with("users.toml"), "{e}");
+}
+
+#[test]
+fn secret_files_others_may_access_are_refused_with_the_fix() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = dir();
+    // The generated certificate, as an operator's: tls/cert.pem and tls/key.pem (0600).
+    let generated = crate::tls::ensure_generated(d.path()).unwrap();
+    let files = [
+        ("upstream.pass", "stand-in"),
+        ("redis.pass", "stand-in"),
+        ("jwt.key", "0123456789abcdef0123456789abcdef"),
+    ];
+    for (name, text) in files {
+        crate::secrets::write_private(&d.path().join(name), text.as_bytes()).unwrap();
+    }
+    let text = "[server]\ntls = true\ncert_file = \"tls/cert.pem\"\nkey_file = \"tls/key.pem\"\n\
+                [auth]\nsecret_file = \"jwt.key\"\n\
+                [upstream]\nservers = [\"http://127.0.0.1:1\"]\n\
+                [state]\nbackend = \"redis\"\n\
+                [state.redis]\nurl = \"redis://127.0.0.1:1\"\nusername = \"cg\"\npassword_file = \"redis.pass\"\n";
+    parse(text, d.path()).unwrap_or_else(|e| panic!("owner-only files: {e}"));
+    for (mode, name, key) in [
+        (0o644, "upstream.pass", "upstream.password_file"),
+        (0o640, "redis.pass", "state.redis.password_file"),
+        (0o604, "jwt.key", "auth.secret_file"),
+        (0o660, "tls/key.pem", "server.key_file"),
+    ] {
+        let path = d.path().join(name);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        let errors = parse(text, d.path()).unwrap_err();
+        assert!(errors.mentions(key), "{key}: {errors}");
+        assert_eq!(errors.0.len(), 1, "{errors}");
+        let fix = format!("chmod 600 {}", path.display());
+        assert!(errors.to_string().contains(&fix), "{errors}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    // The certificate is public.
+    std::fs::set_permissions(&generated.cert, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(parse(text, d.path()).is_ok());
 }

@@ -2,8 +2,8 @@
 //! after `T`, a moment in the future: a shared store's keys expire by the real clock.
 
 use super::{
-    BucketRate, DashboardAttempts, FailedLogins, Lockouts, Revocations, Take, UnixTime,
-    UpstreamToken, UpstreamTokens, UserSession, UserSessions,
+    BucketRate, CredentialResets, DashboardAttempts, FailedLogins, Lockouts, Revocations, Take,
+    UnixTime, UpstreamToken, UpstreamTokens, UserSession, UserSessions,
 };
 use crate::client_addr::ClientNet;
 
@@ -229,4 +229,37 @@ pub async fn user_sessions(store: &dyn UserSessions) {
     assert_eq!(store.find("j2", T).await.unwrap(), None);
     // Closing what is not there is harmless.
     store.close("j2").await.unwrap();
+}
+
+pub async fn credential_resets(store: &dyn CredentialResets) {
+    store.ready().await.unwrap();
+    assert_eq!(store.reset_at("jürgen", T).await.unwrap(), None);
+    store
+        .reset("jürgen", T + 10, T + 100, T + 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.reset_at("jürgen", T + 50).await.unwrap(),
+        Some(T + 10)
+    );
+    assert_eq!(
+        store.reset_at("jürgen", T + 100).await.unwrap(),
+        Some(T + 10)
+    );
+    // An earlier reset (another gateway reloading the same change) keeps the later one.
+    store.reset("jürgen", T + 5, T + 95, T + 10).await.unwrap();
+    assert_eq!(
+        store.reset_at("jürgen", T + 50).await.unwrap(),
+        Some(T + 10)
+    );
+    store
+        .reset("jürgen", T + 20, T + 110, T + 20)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.reset_at("jürgen", T + 50).await.unwrap(),
+        Some(T + 20)
+    );
+    assert_eq!(store.reset_at("jürgen:x", T + 50).await.unwrap(), None);
+    assert_eq!(store.reset_at("other", T + 50).await.unwrap(), None);
 }

@@ -1,11 +1,14 @@
 //! State shared by every request, and by every gateway of a deployment through Redis:
-//! token revocations, login lockouts, the dashboard's count of failed logins per
-//! username, failed logins per client, the service account's
-//! dashboard token and each user's own dashboard session, each behind a narrow trait, in
-//! memory (`memory`, `failed_logins`, `user_sessions`) or in Redis (`redis`). Time is passed in, so the stores hold no clock and tests control it.
+//! token revocations, login lockouts, the dashboard's count of failed logins per username,
+//! failed logins per client, the service account's dashboard token, each user's own
+//! dashboard session and the resets of users' credentials, each behind a narrow trait, in
+//! memory (`memory`, `dashboard_attempts`, `failed_logins`, `user_sessions`,
+//! `credential_resets`) or in Redis (`redis`). Time is passed in, so the stores hold no
+//! clock and tests control it.
 //! Policy (how many failures lock for how long, how fast a client's bucket refills) lives
 //! in `auth` and `config`, not here.
 
+mod credential_resets;
 mod dashboard_attempts;
 mod failed_logins;
 mod health;
@@ -19,6 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use self::redis::{EncryptionKey, RedisSettings, RevocationFeed};
+pub use credential_resets::MemoryCredentialResets;
 pub use dashboard_attempts::{Hold, MemoryDashboardAttempts};
 pub use failed_logins::{BucketRate, MemoryFailedLogins, Take};
 pub use health::StoreHealth;
@@ -221,6 +225,27 @@ pub trait UserSessions: Send + Sync {
     async fn ready(&self) -> Result<(), StateError>;
 }
 
+/// When each user's earlier tokens stopped counting: a reload that removed, disabled or
+/// changed a user records it, so that the same credential back in the users file (at a
+/// later reload, on this gateway or another) does not revive the tokens issued before.
+#[async_trait]
+pub trait CredentialResets: Send + Sync {
+    /// Tokens of `username` issued before `at` are refused; kept until `until`, when every
+    /// such token has expired. A reset earlier than the one recorded changes nothing.
+    async fn reset(
+        &self,
+        username: &str,
+        at: UnixTime,
+        until: UnixTime,
+        now: UnixTime,
+    ) -> Result<(), StateError>;
+    /// The latest reset of `username`, unless there is none (or it was forgotten after
+    /// its `until`).
+    async fn reset_at(&self, username: &str, now: UnixTime)
+        -> Result<Option<UnixTime>, StateError>;
+    async fn ready(&self) -> Result<(), StateError>;
+}
+
 /// Which store holds the shared state; the gateway only sees the traits.
 #[derive(Debug, Clone, Default)]
 pub enum StateConfig {
@@ -240,6 +265,7 @@ pub struct Stores {
     pub failed_logins: Arc<dyn FailedLogins>,
     pub upstream_tokens: Arc<dyn UpstreamTokens>,
     pub user_sessions: Arc<dyn UserSessions>,
+    pub credential_resets: Arc<dyn CredentialResets>,
     /// Whether the stores answer, for readiness and metrics.
     pub health: Arc<StoreHealth>,
     /// Keeps the revocations of a shared store current; `None` in memory.
@@ -254,7 +280,8 @@ impl Stores {
         self.dashboard_attempts.ready().await?;
         self.failed_logins.ready().await?;
         self.upstream_tokens.ready().await?;
-        self.user_sessions.ready().await
+        self.user_sessions.ready().await?;
+        self.credential_resets.ready().await
     }
 }
 
@@ -279,6 +306,7 @@ impl StateConfig {
                 failed_logins: Arc::new(MemoryFailedLogins::new(MEMORY_MAX_ENTRIES)),
                 upstream_tokens: Arc::new(MemoryUpstreamTokens::default()),
                 user_sessions: Arc::new(MemoryUserSessions::new(MEMORY_MAX_ENTRIES)),
+                credential_resets: Arc::new(MemoryCredentialResets::new(MEMORY_MAX_ENTRIES)),
                 health: Arc::new(StoreHealth::always_up()),
                 feed: None,
             }),

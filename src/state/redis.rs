@@ -19,6 +19,7 @@
 //! Every command is bounded by `command_timeout`; a Redis that is down is `Unavailable`,
 //! never a hang, and the connection comes back by itself.
 
+mod credential_resets;
 mod dashboard_attempts;
 mod failed_logins;
 mod sealed;
@@ -101,6 +102,9 @@ pub(super) fn stores(settings: RedisSettings) -> Result<Stores, StateError> {
             claimant: uuid::Uuid::new_v4().to_string(),
         }),
         user_sessions: Arc::new(user_sessions::RedisUserSessions {
+            redis: redis.clone(),
+        }),
+        credential_resets: Arc::new(credential_resets::RedisCredentialResets {
             redis: redis.clone(),
         }),
         health: redis.health.clone(),
@@ -746,6 +750,7 @@ mod tests {
         contract::dashboard_attempts(gateway.stores.dashboard_attempts.as_ref()).await;
         contract::upstream_tokens(gateway.stores.upstream_tokens.as_ref()).await;
         contract::user_sessions(gateway.stores.user_sessions.as_ref()).await;
+        contract::credential_resets(gateway.stores.credential_resets.as_ref()).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1259,6 +1264,7 @@ mod tests {
         contract::revocations(a.stores.revocations.as_ref()).await;
         contract::lockouts(a.stores.lockouts.as_ref()).await;
         contract::dashboard_attempts(a.stores.dashboard_attempts.as_ref()).await;
+        contract::credential_resets(a.stores.credential_resets.as_ref()).await;
         contract::failed_logins(a.stores.failed_logins.as_ref()).await;
         contract::upstream_tokens(a.stores.upstream_tokens.as_ref()).await;
         contract::user_sessions(a.stores.user_sessions.as_ref()).await;

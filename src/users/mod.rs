@@ -8,6 +8,11 @@ pub mod roles;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use base64::Engine;
+use sha2::{Digest, Sha256};
+
+use crate::state::UnixTime;
+
 pub use password::{PasswordChecker, PasswordHash};
 pub use roles::{Grants, Permission, Role, Scope, UnknownNames};
 
@@ -54,17 +59,73 @@ impl User {
     }
 }
 
+/// What a user's tokens were issued for: a token whose claim differs was issued for a
+/// password hash or roles the user no longer has. Loaded with the users, so a reload that
+/// changes them refuses the tokens issued before.
+#[derive(Debug)]
+pub struct Credential {
+    /// [`Credential::fingerprint`] of the user's password hash and roles.
+    pub fingerprint: String,
+    /// When a reload last removed, disabled or changed this user (on any gateway of the
+    /// deployment): tokens issued before are refused even if the same credential is back.
+    /// Read from the state store on the first token check after the users were loaded,
+    /// then kept: the token check costs no round trip.
+    pub reset_at: tokio::sync::OnceCell<Option<UnixTime>>,
+}
+
+impl Credential {
+    /// A digest of the password hash and the roles, in the users file's order: the hash
+    /// carries its own random salt, so the fingerprint (readable in the token) tells nothing
+    /// about the password.
+    fn fingerprint(spec: &UserSpec) -> String {
+        let hash = match &spec.password_hash {
+            PasswordHash::Argon2(text) | PasswordHash::Bcrypt(text) => text,
+        };
+        let mut digest = Sha256::new();
+        digest.update(hash.as_bytes());
+        for role in spec.roles.iter().map(|r| r.name()) {
+            digest.update([0]);
+            digest.update(role.as_bytes());
+        }
+        digest.update([0, 0]);
+        for custom in &spec.custom_roles {
+            digest.update([0]);
+            digest.update(custom.name.as_bytes());
+        }
+        // 128 bits: no one can make another credential with the same fingerprint.
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&digest.finalize()[..16])
+    }
+}
+
+/// A configured user and the credential their tokens must carry.
+#[derive(Debug)]
+struct Account {
+    user: Arc<User>,
+    credential: Arc<Credential>,
+}
+
 /// Every configured user, by name.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UserDb {
-    users: HashMap<String, Arc<User>>,
+    users: HashMap<String, Account>,
+    /// What a login of a user that is not here (or is locked) is checked against: it
+    /// costs what these users' hashes cost ([`PasswordHash::stand_in`]).
+    pub stand_in: Arc<PasswordHash>,
 }
 
 impl UserDb {
-    pub fn new(specs: Vec<UserSpec>) -> UserDb {
+    /// Slow: hashes the stand-in (up to the users' highest bcrypt cost).
+    pub fn new(specs: Vec<UserSpec>) -> Result<UserDb, password::HashError> {
+        let stand_in = Arc::new(PasswordHash::stand_in(
+            specs.iter().map(|spec| &spec.password_hash),
+        )?);
         let users = specs
             .into_iter()
             .map(|spec| {
+                let credential = Arc::new(Credential {
+                    fingerprint: Credential::fingerprint(&spec),
+                    reset_at: tokio::sync::OnceCell::new(),
+                });
                 let UserSpec {
                     username,
                     password_hash,
@@ -83,16 +144,48 @@ impl UserDb {
                     roles,
                     enabled,
                 };
-                (username, Arc::new(user))
+                let account = Account {
+                    user: Arc::new(user),
+                    credential,
+                };
+                (username, account)
             })
             .collect();
-        UserDb { users }
+        Ok(UserDb { users, stand_in })
     }
 
     /// The user, if it exists and is enabled: the only users that may log in or hold a
     /// valid token.
     pub fn active(&self, username: &str) -> Option<&Arc<User>> {
-        self.users.get(username).filter(|u| u.enabled)
+        self.active_with_credential(username).map(|(user, _)| user)
+    }
+
+    /// [`UserDb::active`], with the credential its tokens must carry.
+    pub fn active_with_credential(&self, username: &str) -> Option<(&Arc<User>, &Arc<Credential>)> {
+        self.users
+            .get(username)
+            .filter(|a| a.user.enabled)
+            .map(|a| (&a.user, &a.credential))
+    }
+
+    /// The users active in `self` whose tokens `new` must refuse however they come back:
+    /// removed or disabled there (`Gone`), or with another password hash or roles
+    /// (`Changed`), by name.
+    pub fn resets_in(&self, new: &UserDb) -> Vec<(&str, Reset)> {
+        let mut resets: Vec<(&str, Reset)> = self
+            .users
+            .iter()
+            .filter(|(_, a)| a.user.enabled)
+            .filter_map(|(name, old)| match new.active_with_credential(name) {
+                None => Some((name.as_str(), Reset::Gone)),
+                Some((_, credential)) if credential.fingerprint != old.credential.fingerprint => {
+                    Some((name.as_str(), Reset::Changed))
+                }
+                Some(_) => None,
+            })
+            .collect();
+        resets.sort_unstable();
+        resets
     }
 
     pub fn len(&self) -> usize {
@@ -104,6 +197,15 @@ impl UserDb {
     }
 }
 
+/// How a reload changed a user whose earlier tokens it refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reset {
+    /// Removed or disabled: no token of theirs is good until they are back.
+    Gone,
+    /// Another password hash or other roles: tokens carry the old fingerprint.
+    Changed,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,7 +213,7 @@ mod tests {
     fn spec(name: &str, enabled: bool) -> UserSpec {
         UserSpec {
             username: name.into(),
-            password_hash: PasswordHash::Bcrypt(format!("$2b$04${}", "a".repeat(53))),
+            password_hash: PasswordHash::Bcrypt(bcrypt::hash("pw", 4).unwrap()),
             roles: vec![Role::ReadOnly],
             custom_roles: Vec::new(),
             enabled,
@@ -120,11 +222,56 @@ mod tests {
 
     #[test]
     fn active_finds_enabled_users_only() {
-        let db = UserDb::new(vec![spec("alice", true), spec("bob", false)]);
+        let db = UserDb::new(vec![spec("alice", true), spec("bob", false)]).unwrap();
         assert!(db.active("alice").is_some());
         assert!(db.active("bob").is_none());
         assert!(db.active("carol").is_none());
         assert_eq!(db.len(), 2);
+    }
+
+    #[test]
+    fn a_reload_resets_users_removed_disabled_or_with_another_hash_or_roles() {
+        let same = spec("same", true);
+        let mut rehashed = spec("rehashed", true);
+        let mut reroled = spec("reroled", true);
+        let old = UserDb::new(vec![
+            same.clone(),
+            rehashed.clone(),
+            reroled.clone(),
+            spec("removed", true),
+            spec("disabled", true),
+            spec("was-disabled", false),
+        ])
+        .unwrap();
+        rehashed.password_hash = PasswordHash::Bcrypt(bcrypt::hash("pw", 4).unwrap());
+        reroled.roles.push(Role::PoolManager);
+        let new = UserDb::new(vec![
+            same,
+            rehashed,
+            reroled,
+            spec("disabled", false),
+            spec("was-disabled", true),
+            spec("added", true),
+        ])
+        .unwrap();
+        assert_eq!(
+            old.resets_in(&new),
+            [
+                ("disabled", Reset::Gone),
+                ("rehashed", Reset::Changed),
+                ("removed", Reset::Gone),
+                ("reroled", Reset::Changed),
+            ]
+        );
+        let fingerprint = |db: &UserDb, name| {
+            db.active_with_credential(name)
+                .unwrap()
+                .1
+                .fingerprint
+                .clone()
+        };
+        assert_eq!(fingerprint(&old, "same"), fingerprint(&new, "same"));
+        assert_eq!(fingerprint(&old, "same").len(), 22);
     }
 
     #[test]
@@ -137,7 +284,7 @@ mod tests {
             name: "osd-tuner".into(),
             grants,
         }];
-        let db = UserDb::new(vec![alice]);
+        let db = UserDb::new(vec![alice]).unwrap();
         let user = db.active("alice").unwrap();
         assert!(user.grants.allows(Scope::Osd, Permission::Update));
         assert!(user.grants.allows(Scope::Pool, Permission::Read));

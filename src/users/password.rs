@@ -1,5 +1,6 @@
 //! Password hashes as the users file holds them (argon2 PHC strings, or bcrypt as the
-//! dashboard stores them), and verification on a bounded pool off the event loop.
+//! dashboard stores them), the stand-in hash an unknown user is checked against, and
+//! verification on a bounded pool off the event loop.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -77,6 +78,57 @@ impl PasswordHash {
         }
     }
 
+    /// A hash of a random password that costs what the slowest of `hashes` costs, for the
+    /// logins of unknown (or locked) users: a refusal must not tell a user that exists from
+    /// one that does not. Any bcrypt hash makes it bcrypt at the highest cost among them
+    /// (`users import` keeps the dashboard's bcrypt, 0.3 s at cost 12, far slower than
+    /// argon2's defaults); otherwise argon2id with the parameters of the costliest argon2
+    /// hash (memory x passes), or the crate defaults when there is none.
+    pub fn stand_in<'a>(
+        hashes: impl IntoIterator<Item = &'a PasswordHash>,
+    ) -> Result<PasswordHash, HashError> {
+        let mut bcrypt_cost = None;
+        let mut argon2_params: Option<argon2::Params> = None;
+        for hash in hashes {
+            match hash {
+                PasswordHash::Bcrypt(text) => {
+                    let cost = bcrypt_cost_of(text)?;
+                    bcrypt_cost = bcrypt_cost.max(Some(cost));
+                }
+                PasswordHash::Argon2(text) => {
+                    let phc = Phc::new(text).map_err(|e| HashError::Argon2(e.to_string()))?;
+                    let params = argon2::Params::try_from(&phc)
+                        .map_err(|e| HashError::Argon2(e.to_string()))?;
+                    let work = |p: &argon2::Params| u64::from(p.m_cost()) * u64::from(p.t_cost());
+                    if argon2_params
+                        .as_ref()
+                        .is_none_or(|max| work(&params) > work(max))
+                    {
+                        argon2_params = Some(params);
+                    }
+                }
+            }
+        }
+        let password = crate::secrets::random_text();
+        if let Some(cost) = bcrypt_cost {
+            let text =
+                bcrypt::hash(password, cost).map_err(|e| HashError::Hashing(e.to_string()))?;
+            return Ok(PasswordHash::Bcrypt(text));
+        }
+        let argon = Argon2::new(
+            argon2::Algorithm::Argon2id,
+            argon2::Version::V0x13,
+            argon2_params.unwrap_or_default(),
+        );
+        let salt = SaltString::generate(&mut OsRng);
+        let phc = argon
+            .hash_password(password.as_bytes(), &salt)
+            .map_err(|e| HashError::Hashing(e.to_string()))?
+            .to_string();
+        return_freed_memory();
+        Ok(PasswordHash::Argon2(phc))
+    }
+
     /// Slow on purpose: call through [`PasswordChecker`], never on the event loop.
     pub fn verify(&self, password: &str) -> bool {
         match self {
@@ -94,6 +146,13 @@ impl PasswordHash {
     }
 }
 
+/// The cost of a bcrypt hash `parse` accepted: the two digits after `$2b$`.
+fn bcrypt_cost_of(text: &str) -> Result<u32, HashError> {
+    text.get(4..6)
+        .and_then(|digits| digits.parse().ok())
+        .ok_or(HashError::Bcrypt)
+}
+
 /// Runs password verification on tokio's blocking pool, at most `concurrency` at a time
 /// and with at most `max_queued` waiting, so a login flood cannot starve token checks
 /// and proxied requests of CPU.
@@ -101,17 +160,15 @@ pub struct PasswordChecker {
     permits: Semaphore,
     waiting: AtomicUsize,
     max_queued: usize,
-    dummy: Arc<PasswordHash>,
 }
 
 impl PasswordChecker {
-    pub fn new(concurrency: usize, max_queued: usize) -> Result<Self, HashError> {
-        Ok(Self {
+    pub fn new(concurrency: usize, max_queued: usize) -> Self {
+        Self {
             permits: Semaphore::new(concurrency.max(1)),
             waiting: AtomicUsize::new(0),
             max_queued,
-            dummy: Arc::new(PasswordHash::hash_new(&crate::secrets::random_text())?),
-        })
+        }
     }
 
     /// A new argon2id hash of `password`, made on the same bounded pool.
@@ -126,24 +183,36 @@ impl PasswordChecker {
         .map_err(|e| HashError::Hashing(e.to_string()))?
     }
 
-    /// Verifies `password` against `hash`, or against a dummy hash of the same cost when
-    /// there is no hash to check (unknown or locked user), so every refusal takes as long.
+    /// Verifies `password` against `hash`, or against `stand_in` (the users file's
+    /// [`PasswordHash::stand_in`]) when there is no hash to check (unknown or locked user),
+    /// so every refusal takes as long. A stand-in never matches.
     pub async fn verify(
         &self,
         hash: Option<Arc<PasswordHash>>,
+        stand_in: &Arc<PasswordHash>,
         password: String,
     ) -> Result<bool, HashError> {
         let real = hash.is_some();
-        let hash = hash.unwrap_or_else(|| self.dummy.clone());
+        let verified = self
+            .check(hash.unwrap_or_else(|| stand_in.clone()), password)
+            .await?;
+        Ok(real && verified)
+    }
+
+    /// Whether `password` matches `hash`, computed on the bounded pool.
+    pub async fn check(
+        &self,
+        hash: Arc<PasswordHash>,
+        password: String,
+    ) -> Result<bool, HashError> {
         let _queued = QueueSlot::take(&self.waiting, self.max_queued)?;
         let _permit = self.permits.acquire().await.map_err(|_| HashError::Busy)?;
-        let verified = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             yield_cpu_to_requests();
             hash.verify(&password)
         })
         .await
-        .map_err(|e| HashError::Hashing(e.to_string()))?;
-        Ok(real && verified)
+        .map_err(|e| HashError::Hashing(e.to_string()))
     }
 }
 
@@ -250,11 +319,54 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn checker_refuses_without_a_hash_even_for_the_dummy_password() {
-        let checker = PasswordChecker::new(1, 4).unwrap();
-        assert!(!checker.verify(None, "anything".into()).await.unwrap());
+    async fn checker_refuses_without_a_hash_even_for_the_stand_ins_password() {
+        let checker = PasswordChecker::new(1, 4);
         let hash = Arc::new(PasswordHash::hash_new("pw").unwrap());
-        assert!(checker.verify(Some(hash), "pw".into()).await.unwrap());
+        assert!(!checker.verify(None, &hash, "pw".into()).await.unwrap());
+        assert!(checker
+            .verify(Some(hash.clone()), &hash, "pw".into())
+            .await
+            .unwrap());
+    }
+
+    #[test]
+    fn the_stand_in_is_bcrypt_at_the_highest_cost_when_any_hash_is_bcrypt() {
+        let argon = PasswordHash::hash_new("a").unwrap();
+        let cheap = PasswordHash::parse(&bcrypt::hash("b", 4).unwrap()).unwrap();
+        let dearer = PasswordHash::parse(&bcrypt::hash("c", 6).unwrap()).unwrap();
+        let stand_in = PasswordHash::stand_in([&cheap, &argon, &dearer, &cheap]).unwrap();
+        let PasswordHash::Bcrypt(text) = &stand_in else {
+            panic!("not bcrypt: {stand_in:?}")
+        };
+        assert!(text.starts_with("$2b$06$"), "{text}");
+        for password in ["a", "b", "c", ""] {
+            assert!(!stand_in.verify(password));
+        }
+    }
+
+    #[test]
+    fn without_bcrypt_the_stand_in_is_argon2id_with_the_costliest_parameters() {
+        let with = |m, t| {
+            let params = argon2::Params::new(m, t, 1, None).unwrap();
+            let argon = Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
+            let salt = SaltString::generate(&mut OsRng);
+            let phc = argon.hash_password(b"pw", &salt).unwrap().to_string();
+            PasswordHash::parse(&phc).unwrap()
+        };
+        let stand_in =
+            PasswordHash::stand_in([&with(1024, 3), &with(4096, 1), &with(2048, 1)]).unwrap();
+        let PasswordHash::Argon2(text) = &stand_in else {
+            panic!("not argon2: {stand_in:?}")
+        };
+        assert!(text.starts_with("$argon2id$v=19$m=4096,t=1,p=1$"), "{text}");
+        let none = PasswordHash::stand_in([]).unwrap();
+        let PasswordHash::Argon2(text) = &none else {
+            panic!("not argon2: {none:?}")
+        };
+        assert!(
+            text.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -287,15 +287,16 @@ impl Gateway {
             UsersFile::Absent => {}
         }
         if let Some(secret) = &self.secret {
-            fs::write(dir.join("jwt.secret"), secret).unwrap();
+            write_owner_only(&dir.join("jwt.secret"), secret);
         }
         if let Some(upstream) = &self.upstream {
-            fs::write(dir.join("upstream.pass"), &upstream.password).unwrap();
+            write_owner_only(&dir.join("upstream.pass"), &upstream.password);
         }
+        // Keys among them: the gateway refuses secret files others may read.
         for (name, contents) in &self.files {
             let path = dir.join(name);
             fs::create_dir_all(path.parent().unwrap()).unwrap();
-            fs::write(path, contents).unwrap();
+            write_owner_only(&path, contents);
         }
         config
     }
@@ -360,6 +361,13 @@ impl Gateway {
         gw.launch();
         gw
     }
+}
+
+/// Writes `contents` to `path` with mode 0600, as a secret file must be.
+pub fn write_owner_only(path: &Path, contents: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::write(path, contents).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 /// A CA and a leaf for 127.0.0.1 made with rcgen: (ca pem, leaf chain pem, leaf key pem).

@@ -36,6 +36,13 @@ pub fn claims(issuer: &str, username: &str, age: i64, ttl: i64) -> Value {
     })
 }
 
+/// `claims` with the credential fingerprint (`cred`) of `token`, one the gateway issued to the
+/// same user: what a token of ours carries besides the standard claims.
+pub fn with_credential_of(mut claims: Value, token: &str) -> Value {
+    claims["cred"] = jwt_payload(token)["cred"].clone();
+    claims
+}
+
 /// An HS256 JWT over `claims` signed with `secret`.
 pub fn forge_token(secret: &[u8], claims: &Value) -> String {
     use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};

@@ -1,5 +1,8 @@
 //! Users for the users file: plaintext passwords in tests, hashed when the file is written.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use super::{ADMIN, ADMIN_PW, POOLMGR, POOLMGR_PW, VIEWER, VIEWER_PW};
 
 /// A user for the users file; the password is hashed when the file is written.
@@ -40,12 +43,25 @@ impl User {
         self.bcrypt = true;
         self
     }
+    /// The same hash each time for the same user and password, as a users file keeps it:
+    /// the gateway refuses the tokens of a user whose hash changed at a reload.
+    fn hash(&self) -> String {
+        type Hashes = HashMap<(String, String, bool), String>;
+        static HASHES: Mutex<Option<Hashes>> = Mutex::new(None);
+        let key = (self.name.clone(), self.password.clone(), self.bcrypt);
+        let mut hashes = HASHES.lock().unwrap();
+        let hashes = hashes.get_or_insert_with(HashMap::new);
+        hashes
+            .entry(key)
+            .or_insert_with(|| match self.bcrypt {
+                true => bcrypt_hash(&self.password),
+                false => argon2_hash(&self.password),
+            })
+            .clone()
+    }
+
     pub(super) fn to_toml(&self) -> String {
-        let hash = if self.bcrypt {
-            bcrypt_hash(&self.password)
-        } else {
-            argon2_hash(&self.password)
-        };
+        let hash = self.hash();
         let roles: Vec<String> = self.roles.iter().map(|r| format!("{r:?}")).collect();
         format!(
             "[[users]]\nusername = {:?}\npassword_hash = {:?}\nroles = [{}]\nenabled = {}\n\n",

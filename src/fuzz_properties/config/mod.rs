@@ -151,8 +151,10 @@ fn with_fixture<R>(check: impl FnOnce(&Fixture) -> R) -> R {
 impl Fixture {
     fn new() -> Fixture {
         let dir = tempfile::tempdir().expect("a temporary folder");
+        // Owner-only, as the secret files among them must be.
         let write = |name: &str, text: &str| {
-            std::fs::write(dir.path().join(name), text).expect("a fixture file");
+            crate::secrets::write_private(&dir.path().join(name), text.as_bytes())
+                .expect("a fixture file");
         };
         write("upstream.pass", "stand-in\n");
         write("redis.pass", "stand-in\n");
