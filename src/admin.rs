@@ -104,3 +104,30 @@ impl ServeHttp for AdminApp {
         response
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use pingora::protocols::http::ServerSession;
+    use pingora::protocols::l4::stream::Stream;
+    use tokio::io::AsyncWriteExt;
+
+    /// pingora logs this summary at ERROR when the admin listener cannot answer a request
+    /// (vendored pingora-core change 5): a query string may carry a secret.
+    #[tokio::test]
+    async fn pingoras_summary_of_a_request_names_no_query() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        client
+            .write_all(b"GET /metrics?token=s3cr3t HTTP/1.1\r\nHost: gw\r\n\r\n")
+            .await
+            .unwrap();
+        let (accepted, _) = listener.accept().await.unwrap();
+        let mut session = ServerSession::new_http1(Box::new(Stream::from(accepted)));
+        assert!(session.read_request().await.unwrap());
+        let summary = session.request_summary();
+        assert!(summary.starts_with("GET /metrics,"), "{summary}");
+        assert!(!summary.contains("s3cr3t"), "{summary}");
+    }
+}

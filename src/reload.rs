@@ -459,7 +459,7 @@ mod tests {
     #[test]
     fn the_login_source_and_the_upstream_identity_need_a_restart() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("upstream.pass"), "stand-in").unwrap();
+        crate::secrets::write_private(&dir.path().join("upstream.pass"), b"stand-in").unwrap();
         let upstream = "[upstream]\nservers = [\"http://127.0.0.1:1\"]\n";
         let running = config(dir.path(), upstream);
         let as_users = config(dir.path(), &format!("{upstream}identity = \"user\""));

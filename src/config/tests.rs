@@ -830,6 +830,7 @@ fn secret_files_others_may_access_are_refused_with_the_fix() {
         ("upstream.pass", "stand-in"),
         ("redis.pass", "stand-in"),
         ("jwt.key", "0123456789abcdef0123456789abcdef"),
+        ("redis.key", "0123456789abcdef0123456789abcdef"),
     ];
     for (name, text) in files {
         crate::secrets::write_private(&d.path().join(name), text.as_bytes()).unwrap();
@@ -838,13 +839,19 @@ fn secret_files_others_may_access_are_refused_with_the_fix() {
                 [auth]\nsecret_file = \"jwt.key\"\n\
                 [upstream]\nservers = [\"http://127.0.0.1:1\"]\n\
                 [state]\nbackend = \"redis\"\n\
-                [state.redis]\nurl = \"redis://127.0.0.1:1\"\nusername = \"cg\"\npassword_file = \"redis.pass\"\n";
+                [state.redis]\nurl = \"redis://127.0.0.1:1\"\nusername = \"cg\"\npassword_file = \"redis.pass\"\n\
+                encryption_keys = [{ kid = \"1\", secret_file = \"redis.key\" }]\n";
     parse(text, d.path()).unwrap_or_else(|e| panic!("owner-only files: {e}"));
     for (mode, name, key) in [
         (0o644, "upstream.pass", "upstream.password_file"),
         (0o640, "redis.pass", "state.redis.password_file"),
         (0o604, "jwt.key", "auth.secret_file"),
         (0o660, "tls/key.pem", "server.key_file"),
+        (
+            0o640,
+            "redis.key",
+            "state.redis.encryption_keys[0].secret_file",
+        ),
     ] {
         let path = d.path().join(name);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();

@@ -569,7 +569,8 @@ impl HttpSession {
         format!(
             "{} {}, Host: {}",
             self.get_method().map_or("-", |r| r.as_str()),
-            String::from_utf8_lossy(self.get_path()),
+            // clustergate change 5: the path without its query, which may carry secrets
+            String::from_utf8_lossy(without_query(self.get_path())),
             String::from_utf8_lossy(self.get_host())
         )
     }
@@ -1873,6 +1874,11 @@ fn http_resp_header_to_buf(
 /// (clustergate's change 4, vendor/pingora-core/CLUSTERGATE.md).
 fn invalid_head_context(head: &[u8]) -> String {
     format!("an invalid request head of {} bytes", head.len())
+}
+
+/// clustergate change 5: a request target up to its query.
+fn without_query(target: &[u8]) -> &[u8] {
+    target.split(|&b| b == b'?').next().unwrap_or(target)
 }
 
 #[cfg(test)]

@@ -20,7 +20,6 @@ use h2::server;
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::header::HeaderName;
-use http::uri::PathAndQuery;
 use http::{header, HeaderMap, Response, StatusCode};
 use log::{debug, warn};
 use pingora_http::{RequestHeader, ResponseHeader};
@@ -803,11 +802,8 @@ impl HttpSession {
         format!(
             "{} {}, Host: {}:{}",
             self.request_header.method,
-            self.request_header
-                .uri
-                .path_and_query()
-                .map(PathAndQuery::as_str)
-                .unwrap_or_default(),
+            // clustergate change 5: the path without its query, which may carry secrets
+            self.request_header.uri.path(),
             self.request_header.uri.host().unwrap_or_default(),
             self.req_header()
                 .uri
