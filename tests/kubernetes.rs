@@ -204,6 +204,16 @@ fn the_grace_period_covers_the_prestop_wait_the_drain_and_the_shutdown_grace() {
         );
     }
     assert_eq!(deployment["spec"]["replicas"], 3);
+    // All replicas' requests at once stay below the dashboard's 10 CherryPy threads.
+    for configmap in ["configmap.yaml", "rook/configmap.yaml"] {
+        let config = config_of(&kubernetes_dir().join(configmap));
+        let per_gateway = config["upstream"]["max_in_flight"].as_integer().unwrap();
+        let replicas = deployment["spec"]["replicas"].as_i64().unwrap();
+        assert!(
+            replicas * per_gateway < 10,
+            "{configmap}: {replicas} x {per_gateway}"
+        );
+    }
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
     assert!(container["resources"]["requests"]["memory"].is_string());
