@@ -43,6 +43,7 @@ pub mod logs;
 mod metrics;
 mod paths;
 mod proxy;
+mod queue_slot;
 mod readiness;
 mod reload;
 mod request;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::InFlightLimits;
+use crate::queue_slot::QueueSlot;
 
 /// One dashboard's places.
 #[derive(Debug)]
@@ -36,16 +37,6 @@ pub enum Overload {
     Timeout(Duration),
 }
 
-/// Counts a request out of the queue however its wait ends (the request may be dropped
-/// while it waits: its client went away).
-struct Waiting<'a>(&'a AtomicUsize);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 impl InFlight {
     pub fn new(limits: InFlightLimits) -> InFlight {
         InFlight {
@@ -62,12 +53,7 @@ impl InFlight {
             return Ok(Place { _permit: permit });
         }
         let queued = self.limits.queued;
-        self.waiting
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < queued).then_some(n + 1)
-            })
-            .map_err(|_| Overload::QueueFull(queued))?;
-        let _waiting = Waiting(&self.waiting);
+        let _waiting = QueueSlot::take(&self.waiting, queued).ok_or(Overload::QueueFull(queued))?;
         let wait = self.limits.wait;
         // The semaphore is never closed: an error can only be the deadline.
         match tokio::time::timeout(wait, self.places.clone().acquire_owned()).await {

@@ -2,12 +2,14 @@
 //! dashboard stores them), the stand-in hash an unknown user is checked against, and
 //! verification on a bounded pool off the event loop.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use argon2::password_hash::{rand_core::OsRng, PasswordHash as Phc, SaltString};
 use argon2::{Argon2, PasswordHasher, PasswordVerifier};
 use tokio::sync::Semaphore;
+
+use crate::queue_slot::QueueSlot;
 
 /// A stored password hash, checked for form when the users file is loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,7 +175,7 @@ impl PasswordChecker {
 
     /// A new argon2id hash of `password`, made on the same bounded pool.
     pub async fn hash(&self, password: String) -> Result<PasswordHash, HashError> {
-        let _queued = QueueSlot::take(&self.waiting, self.max_queued)?;
+        let _queued = QueueSlot::take(&self.waiting, self.max_queued).ok_or(HashError::Busy)?;
         let _permit = self.permits.acquire().await.map_err(|_| HashError::Busy)?;
         tokio::task::spawn_blocking(move || {
             yield_cpu_to_requests();
@@ -205,7 +207,7 @@ impl PasswordChecker {
         hash: Arc<PasswordHash>,
         password: String,
     ) -> Result<bool, HashError> {
-        let _queued = QueueSlot::take(&self.waiting, self.max_queued)?;
+        let _queued = QueueSlot::take(&self.waiting, self.max_queued).ok_or(HashError::Busy)?;
         let _permit = self.permits.acquire().await.map_err(|_| HashError::Busy)?;
         tokio::task::spawn_blocking(move || {
             yield_cpu_to_requests();
@@ -243,26 +245,6 @@ fn yield_cpu_to_requests() {
 fn return_freed_memory() {
     // SAFETY: mi_collect only releases memory that is already freed; it takes no pointers.
     unsafe { libmimalloc_sys::mi_collect(true) }
-}
-
-/// One place in the bounded queue of logins waiting for the hasher.
-struct QueueSlot<'a>(&'a AtomicUsize);
-
-impl<'a> QueueSlot<'a> {
-    fn take(counter: &'a AtomicUsize, max: usize) -> Result<Self, HashError> {
-        let before = counter.fetch_add(1, Ordering::AcqRel);
-        let slot = QueueSlot(counter);
-        if before >= max {
-            return Err(HashError::Busy);
-        }
-        Ok(slot)
-    }
-}
-
-impl Drop for QueueSlot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 #[cfg(test)]
@@ -367,15 +349,5 @@ mod tests {
             text.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
             "{text}"
         );
-    }
-
-    #[test]
-    fn queue_slots_are_bounded_and_released() {
-        let counter = AtomicUsize::new(0);
-        let a = QueueSlot::take(&counter, 2).unwrap();
-        let _b = QueueSlot::take(&counter, 2).unwrap();
-        assert!(QueueSlot::take(&counter, 2).is_err());
-        drop(a);
-        assert!(QueueSlot::take(&counter, 2).is_ok());
     }
 }
