@@ -433,10 +433,7 @@ impl Gateway {
         ctx.operation = lookup.operation.map(|id| (admission, id));
         let forward = admitted?;
         forward::settle_connection_header(session.req_header_mut())?;
-        let limits = BodyLimits {
-            bytes: self.upstreams.max_body_bytes,
-            time: self.body_timeout,
-        };
+        let limits = self.body_limits(self.upstreams.max_body_bytes);
         ctx.body = request::read_forwarded_body(session, limits).await?;
         Ok(forward)
     }
@@ -456,6 +453,14 @@ impl Gateway {
             return Err(GatewayError::no_active_backend());
         }
         Ok(forward)
+    }
+
+    /// Up to `bytes` of a request body, within `server.body_timeout_ms`.
+    fn body_limits(&self, bytes: usize) -> BodyLimits {
+        BodyLimits {
+            bytes,
+            time: self.body_timeout,
+        }
     }
 
     /// A place on `backend` (`upstream::in_flight`); 503 when it stays busy.
@@ -487,11 +492,7 @@ impl Gateway {
         if session.req_header().method != http::Method::POST {
             return Err(GatewayError::MethodNotAllowed { allow: "POST" });
         }
-        let limits = BodyLimits {
-            bytes: auth::BODY_LIMIT,
-            time: self.body_timeout,
-        };
-        let body = request::read_body(session, limits).await?;
+        let body = request::read_body(session, self.body_limits(auth::BODY_LIMIT)).await?;
         let req = AuthRequest::of(session.req_header(), body, ctx.client);
         let serving = self.readiness.check().is_ok();
         self.auth
