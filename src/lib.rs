@@ -52,6 +52,8 @@ mod routes;
 pub mod secrets;
 pub mod server;
 mod state;
+#[cfg(test)]
+mod test_ports;
 mod tls;
 mod tokens;
 mod upgrade;

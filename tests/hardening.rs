@@ -168,22 +168,53 @@ fn connections_per_client_address_are_capped_with_a_429() {
         .tls(false)
         .extra_toml("server", "max_connections_per_ip = 3")
         .start();
-    let held: Vec<TcpStream> = (0..3)
-        .map(|_| TcpStream::connect(gw.addr).unwrap())
-        .collect();
-    std::thread::sleep(Duration::from_millis(200));
+    let held: Vec<TcpStream> = (0..3).map(|_| served_connection(&gw)).collect();
     let reply = exchange(&gw, &get_with_headers("/api/summary", ""));
     assert_gateway_error(&reply, 429, "Too many connections");
     assert_eq!(reply.header("retry-after").as_deref(), Some("1"));
     drop(held);
-    std::thread::sleep(Duration::from_millis(200));
-    let reply = exchange(&gw, &get_with_headers("/api/summary", ""));
+    // The gateway frees the places when it sees the closes, a moment later.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let reply = loop {
+        let reply = exchange(&gw, &get_with_headers("/api/summary", ""));
+        if reply.status != 429 || Instant::now() > deadline {
+            break reply;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(
         reply.status,
         401,
         "a freed place serves again: {}",
         reply.text()
     );
+}
+
+/// A kept-alive connection the gateway has answered once, so it has surely been accepted
+/// and counted (a connection only just opened may still wait in the listen queue).
+fn served_connection(gw: &RunningGateway) -> TcpStream {
+    let mut stream = TcpStream::connect(gw.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let request = format!("GET /api/summary HTTP/1.1\r\nHost: gw\r\nAccept: {V1}\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let reply = loop {
+        if let Some(reply) = parse_http1(&answer) {
+            break reply;
+        }
+        let read = stream.read(&mut chunk).unwrap();
+        assert!(
+            read > 0,
+            "closed before answering: {:?}",
+            String::from_utf8_lossy(&answer)
+        );
+        answer.extend_from_slice(&chunk[..read]);
+    };
+    assert_eq!(reply.status, 401, "{}", reply.text());
+    stream
 }
 
 #[tokio::test]

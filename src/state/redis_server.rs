@@ -7,7 +7,7 @@
 //! holds what every gateway of the test deployment shares: that password's file and the
 //! encryption key file (both owner-only).
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -48,10 +48,7 @@ impl RedisServer {
     }
 
     fn start_with(persistent: bool) -> RedisServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
+        let port = super::super::test_ports::free_port();
         let dir = tempfile::tempdir().expect("a temp dir for redis");
         let mut server = RedisServer {
             port,

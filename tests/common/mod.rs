@@ -23,6 +23,8 @@ mod promql;
 mod redis;
 mod requests;
 mod scope_probe;
+#[path = "../../src/test_ports.rs"]
+mod test_ports;
 mod users;
 
 pub use dashboard::*;
@@ -38,10 +40,10 @@ pub use promql::*;
 pub use redis::*;
 pub use requests::*;
 pub use scope_probe::*;
+pub use test_ports::{free_port, free_ports};
 pub use users::*;
 
 use std::io::Write;
-use std::net::TcpListener;
 use std::process::{Command, Output, Stdio};
 
 pub const V1: &str = "application/vnd.ceph.api.v1.0+json";
@@ -54,19 +56,6 @@ pub const POOLMGR: &str = "poolmgr";
 pub const POOLMGR_PW: &str = "P00lmgr-Ceph-Pass";
 /// The secret `Gateway::known_secret` writes; tests forge tokens with it.
 pub const TEST_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-
-/// A free port on 127.0.0.1: bind port 0, read it, drop the listener.
-pub fn free_port() -> u16 {
-    free_ports::<1>()[0]
-}
-
-/// `N` distinct free ports: every listener is held until all are picked (dropped one by
-/// one, the kernel may hand out the same port again; CI once saw a gateway's two
-/// listeners given one port).
-pub fn free_ports<const N: usize>() -> [u16; N] {
-    let listeners = [(); N].map(|()| TcpListener::bind("127.0.0.1:0").unwrap());
-    listeners.map(|l| l.local_addr().unwrap().port())
-}
 
 /// Run the binary with arguments and optional stdin.
 pub fn cli(args: &[&str], stdin: Option<&str>) -> Output {
