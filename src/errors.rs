@@ -2,21 +2,14 @@
 //! and the dashboard's JSON shape: `{"status", "detail", "request_id"}` for 4xx/5xx
 //! raised by the framework, `{"detail", "code", "component"}` for 400s about the request.
 //!
-//! Module errors become a [`GatewayError`] here and nowhere else. Inside pingora's hooks
+//! Module errors become a [`GatewayError`] in `error_answers`, above the modules, and
+//! nowhere else; this file imports none of them. Inside pingora's hooks
 //! an answer travels as the cause of a pingora error ([`GatewayError::into_pingora`]), and
 //! `fail_to_proxy` reads it back ([`GatewayError::from_pingora`]): one failure channel.
 
 use pingora::{ErrorSource, ErrorType, ImmutStr};
 use serde_json::{json, Value};
 
-use crate::access::AccessError;
-use crate::paths::PathError;
-use crate::state::StateError;
-use crate::upstream::credentials::CredentialError;
-use crate::upstream::in_flight::Overload;
-use crate::upstream::login::LoginError;
-use crate::upstream::ClientError;
-use crate::users::password::HashError;
 use crate::versioning::VersionError;
 
 /// Paths are echoed in 404 details up to this many bytes.
@@ -130,16 +123,6 @@ impl GatewayError {
         }
     }
 
-    /// The answer to a request the operation table refuses. Unknown operations, and
-    /// public ones the gateway does not offer, do not exist here.
-    pub fn refused_access(e: AccessError, path: &str) -> Self {
-        match e {
-            AccessError::UnknownPath | AccessError::Closed => GatewayError::not_found(path),
-            AccessError::NotOffered => GatewayError::NotOffered,
-            AccessError::Forbidden(..) => GatewayError::Forbidden,
-        }
-    }
-
     /// A pingora error that carries this answer to `fail_to_proxy`.
     pub fn into_pingora(self) -> Box<pingora::Error> {
         let status = ErrorType::HTTPStatus(self.status());
@@ -235,56 +218,6 @@ impl GatewayError {
                 "detail": self.to_string(),
                 "request_id": request_id,
             }),
-        }
-    }
-}
-
-impl From<PathError> for GatewayError {
-    fn from(e: PathError) -> Self {
-        GatewayError::InvalidPath {
-            detail: format!("Invalid request path: {e}."),
-        }
-    }
-}
-
-impl From<Overload> for GatewayError {
-    fn from(_: Overload) -> Self {
-        GatewayError::Overloaded
-    }
-}
-
-/// A state store that cannot answer: fail closed.
-impl From<StateError> for GatewayError {
-    fn from(e: StateError) -> Self {
-        tracing::error!(error = %e, "state store failed");
-        GatewayError::Unavailable {
-            detail: "session store unavailable".into(),
-        }
-    }
-}
-
-impl From<HashError> for GatewayError {
-    fn from(e: HashError) -> Self {
-        match e {
-            HashError::Busy => GatewayError::TooManyRequests,
-            other => {
-                tracing::error!(error = %other, "password verification failed");
-                GatewayError::Internal
-            }
-        }
-    }
-}
-
-/// The service account could not log in (a standby's refusal is retried before this).
-impl From<CredentialError> for GatewayError {
-    fn from(e: CredentialError) -> Self {
-        match e {
-            CredentialError::Login(LoginError::Client(ClientError::Timeout)) => {
-                GatewayError::GatewayTimeout
-            }
-            _ => GatewayError::BadGateway {
-                detail: "the gateway could not log in to the dashboard backend".into(),
-            },
         }
     }
 }

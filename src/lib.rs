@@ -27,7 +27,7 @@
 
 mod access;
 mod access_log;
-mod admin;
+mod app;
 mod audit;
 mod auth;
 mod client_addr;
@@ -35,6 +35,7 @@ pub mod config;
 mod connections;
 mod decimal;
 mod docs;
+mod error_answers;
 mod errors;
 mod forward;
 mod headers;
@@ -45,18 +46,16 @@ mod paths;
 mod proxy;
 mod queue_slot;
 mod readiness;
-mod reload;
 mod request;
 mod respond;
 mod routes;
 pub mod secrets;
-pub mod server;
 mod state;
+pub use app::server;
 #[cfg(test)]
 mod test_ports;
 mod tls;
 mod tokens;
-mod upgrade;
 mod upstream;
 pub mod users;
 mod versioning;

@@ -247,7 +247,7 @@ pub trait CredentialResets: Send + Sync {
 }
 
 /// Which store holds the shared state; the gateway only sees the traits.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum StateConfig {
     /// This process's memory: one gateway.
     #[default]

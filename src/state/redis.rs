@@ -44,7 +44,7 @@ use super::{
 use crate::secrets::Secret;
 
 /// How to reach the Redis, as `[state.redis]` says.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisSettings {
     /// `redis://host:port[/db]` or `rediss://` (TLS).
     pub url: String,
@@ -62,7 +62,7 @@ pub struct RedisSettings {
 }
 
 /// One key file of `state.redis.encryption_keys`, shared by every gateway of a deployment.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EncryptionKey {
     pub kid: String,
     pub secret: Secret,

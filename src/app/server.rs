@@ -18,14 +18,16 @@ use pingora::tls::sign::CertifiedKey;
 
 use pingora::services::background::background_service;
 
-use crate::access::{AccessTable, Admission};
+use super::admin::AdminApp;
+use super::parts::{PartsError, Reloadable};
+use super::reload::{Live, Reloader};
+use super::upgrade::{self, Invocation, SelfUpgrade};
+use crate::access::Admission;
 use crate::access_log::AccessLog;
-use crate::admin::AdminApp;
 use crate::audit::{Audit, AuditError};
 use crate::auth::{Auth, DashboardAccounts, RefusalFloor};
 use crate::config::{
-    AccessConfig, AuthConfig, AuthSource, Config, ServerConfig, TlsMode, UpstreamConfig,
-    UpstreamIdentity, UpstreamTrust, UsersConfig,
+    Config, ServerConfig, TlsMode, UpstreamConfig, UpstreamIdentity, UpstreamTrust,
 };
 use crate::connections::ClientConnections;
 use crate::docs::Docs;
@@ -33,32 +35,23 @@ use crate::logs::LogHandles;
 use crate::metrics::Metrics;
 use crate::proxy::Gateway;
 use crate::readiness::{DrainThenStop, Readiness};
-use crate::reload::{Live, Reloader};
 use crate::secrets::{self, SecretError};
 use crate::state::{StateError, Stores};
 use crate::tls::{self, ServingCert, TlsError};
-use crate::tokens::{SigningKey, TokenService};
-use crate::upgrade::{self, Invocation, SelfUpgrade};
 use crate::upstream::credentials::ServiceAccount;
 use crate::upstream::health::HealthChecker;
 use crate::upstream::{UpstreamError, Upstreams};
-use crate::users::bootstrap::{self, BootstrapError};
-use crate::users::password::HashError;
-use crate::users::{PasswordChecker, UserDb};
+use crate::users::PasswordChecker;
 use crate::versioning::ApiVersion;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("state_dir: {0}")]
     StateDir(SecretError),
-    #[error("signing secret: {0}")]
-    Secret(SecretError),
-    #[error("initial admin: {0}")]
-    Bootstrap(#[from] BootstrapError),
+    #[error(transparent)]
+    Parts(#[from] PartsError),
     #[error("TLS: {0}")]
     Tls(#[from] TlsError),
-    #[error("password hashing: {0}")]
-    Hash(#[from] HashError),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
     #[error(transparent)]
@@ -120,22 +113,21 @@ fn build(
 ) -> Result<(Server, DrainThenStop), StartError> {
     let running = config.clone();
     let identity = config.identity();
+    secrets::ensure_private_dir(&config.server.state_dir).map_err(StartError::StateDir)?;
+    let reloadable = Reloadable::build(&config, &config)?;
     let Config {
         source: _,
         server: server_config,
         metrics: metrics_config,
         api,
         auth: auth_config,
-        users,
+        users: _,
         upstream,
-        access,
+        access: _,
         state,
         log,
     } = config;
     let state_dir = &server_config.state_dir;
-    secrets::ensure_private_dir(state_dir).map_err(StartError::StateDir)?;
-    let signing_keys = signing_keys(&auth_config, state_dir)?;
-    let user_db = user_db(users, auth_config.source, state_dir)?;
     let certificate = certificate(&server_config.tls, state_dir)?;
     if !start.upgrade {
         // An upgrade takes over the sockets the running gateway listens on.
@@ -166,12 +158,8 @@ fn build(
         }
     };
     let auth = Arc::new(Auth {
-        users: ArcSwap::from_pointee(user_db),
-        tokens: ArcSwap::from_pointee(TokenService::new(
-            &signing_keys,
-            auth_config.issuer,
-            auth_config.token_ttl,
-        )),
+        users: ArcSwap::from_pointee(reloadable.users),
+        tokens: ArcSwap::from_pointee(reloadable.tokens),
         stores: stores.clone(),
         passwords: PasswordChecker::new(
             auth_config.max_concurrent_hashes,
@@ -196,7 +184,7 @@ fn build(
     });
     let account_name = dashboards.as_ref().map(|d| d.account_name.clone());
     let admission = Arc::new(ArcSwap::from_pointee(Admission::new(
-        table(&access),
+        reloadable.table,
         auth.clone(),
         api.vendor.clone(),
         account_name.as_deref(),
@@ -301,46 +289,6 @@ fn server_conf(server: &ServerConfig) -> ServerConf {
     }
 }
 
-/// The configured signing keys, or one generated into `state_dir` on first start.
-pub(crate) fn signing_keys(
-    auth: &AuthConfig,
-    state_dir: &Path,
-) -> Result<Vec<SigningKey>, StartError> {
-    if !auth.signing_keys.is_empty() {
-        return Ok(auth.signing_keys.clone());
-    }
-    let secret =
-        secrets::read_or_create(&state_dir.join("jwt-secret")).map_err(StartError::Secret)?;
-    Ok(vec![SigningKey {
-        kid: SigningKey::DEFAULT_KID.into(),
-        secret,
-    }])
-}
-
-/// The users, with the initial admin created first when none is enabled; none when the
-/// dashboard's accounts log in (`auth.source = "dashboard"`).
-pub(crate) fn user_db(
-    users: UsersConfig,
-    source: AuthSource,
-    state_dir: &Path,
-) -> Result<UserDb, StartError> {
-    if source == AuthSource::Dashboard {
-        tracing::info!("auth.source = \"dashboard\": the dashboard's accounts log in; the users and roles files are not read");
-        return Ok(UserDb::new(Vec::new())?);
-    }
-    let (user_specs, created) = bootstrap::ensure_admin(users.users, state_dir)?;
-    if let Some(path) = created {
-        tracing::warn!(
-            password_file = %path.display(),
-            users_file = %users.file.display(),
-            "no enabled user is configured: user 'admin' (administrator) can log in with the password in password_file; add users to users_file to replace it"
-        );
-    }
-    let user_db = UserDb::new(user_specs)?;
-    tracing::info!(users = user_db.len(), "users loaded");
-    Ok(user_db)
-}
-
 fn certificate(tls: &TlsMode, state_dir: &Path) -> Result<Option<Arc<CertifiedKey>>, StartError> {
     Ok(match tls {
         TlsMode::Off => None,
@@ -351,20 +299,6 @@ fn certificate(tls: &TlsMode, state_dir: &Path) -> Result<Option<Arc<CertifiedKe
             Some(tls::load_certified_key(&paths.cert, &paths.key)?)
         }
     })
-}
-
-fn table(access: &AccessConfig) -> AccessTable {
-    let table = AccessTable::new(&access.operations);
-    tracing::info!(
-        operations = table.len(),
-        file = %access
-            .scopes_file
-            .as_deref()
-            .map_or("built in".into(), |f| f.display().to_string()),
-        ceph_version = access.ceph_version.as_deref().unwrap_or("unknown"),
-        "scope table loaded"
-    );
-    table
 }
 
 fn proxy_service(

@@ -22,7 +22,9 @@ use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::access::{AccessTable, Admission};
+use super::parts::{PartsError, Reloadable};
+use super::restart::needs_restart;
+use crate::access::Admission;
 use crate::audit::Audit;
 use crate::auth::Auth;
 use crate::config::{self, Config, ConfigErrors, TlsMode};
@@ -52,10 +54,8 @@ pub struct Live {
 pub enum ReloadError {
     #[error("{0}")]
     Invalid(ConfigErrors),
-    #[error("cannot create the initial admin: {0}")]
-    Users(String),
-    #[error("signing keys: {0}")]
-    Keys(String),
+    #[error(transparent)]
+    Parts(#[from] PartsError),
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
     #[error("certificate: {0}")]
@@ -167,14 +167,13 @@ impl Reloader {
     }
 
     fn prepare(&self, running: &Config, new: &Config) -> Result<Prepared, ReloadError> {
-        let state_dir = &running.server.state_dir;
-        let users = crate::server::user_db(new.users.clone(), running.auth.source, state_dir)
-            .map_err(|e| ReloadError::Users(e.to_string()))?;
-        let keys = crate::server::signing_keys(&new.auth, state_dir)
-            .map_err(|e| ReloadError::Keys(e.to_string()))?;
-        let tokens = TokenService::new(&keys, new.auth.issuer.clone(), new.auth.token_ttl);
+        let Reloadable {
+            users,
+            tokens,
+            table,
+        } = Reloadable::build(new, running)?;
         let admission = Admission::new(
-            AccessTable::new(&new.access.operations),
+            table,
             self.live.auth.clone(),
             running.api.vendor.clone(),
             self.account_name.as_deref(),
@@ -260,79 +259,6 @@ fn credential_resets(
         .collect()
 }
 
-/// The settings of `running` that `new` changes but a running process cannot take.
-fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
-    let (a, b) = (running, new);
-    let tls_on = |c: &Config| !matches!(c.server.tls, TlsMode::Off);
-    let upstream = |c: &Config| {
-        c.upstream.as_ref().map(|u| {
-            (
-                u.health_path.clone(),
-                u.health_interval,
-                u.username.clone(),
-                u.password.expose().to_vec(),
-                u.trust.clone(),
-                u.docs_path.clone(),
-                u.docs_refresh,
-                u.timeouts,
-                u.max_body_bytes,
-                u.in_flight,
-            )
-        })
-    };
-    [
-        ("server.listen", a.server.listen != b.server.listen),
-        ("server.threads", a.server.threads != b.server.threads),
-        (
-            "server.work_stealing",
-            a.server.work_stealing != b.server.work_stealing,
-        ),
-        ("server.tls", tls_on(a) != tls_on(b)),
-        ("server.state_dir", a.server.state_dir != b.server.state_dir),
-        (
-            "server.shutdown_grace_seconds",
-            a.server.shutdown_grace != b.server.shutdown_grace,
-        ),
-        ("server.drain_seconds", a.server.drain != b.server.drain),
-        (
-            "server.public_url",
-            a.server.public_url != b.server.public_url,
-        ),
-        (
-            "server (client limits)",
-            a.server.clients != b.server.clients,
-        ),
-        (
-            "server.trusted_proxies",
-            a.server.trusted_proxies != b.server.trusted_proxies,
-        ),
-        ("metrics.listen", a.metrics.listen != b.metrics.listen),
-        ("api.vendor", a.api.vendor != b.api.vendor),
-        ("auth.lockout_*", a.auth.lockout != b.auth.lockout),
-        ("auth.source", a.auth.source != b.auth.source),
-        ("upstream.identity", a.identity() != b.identity()),
-        (
-            "auth.max_failed_logins_per_ip_per_minute",
-            a.auth.failed_logins_per_client != b.auth.failed_logins_per_client,
-        ),
-        (
-            "auth.max_concurrent_hashes, auth.max_queued_logins",
-            (a.auth.max_concurrent_hashes, a.auth.max_queued_logins)
-                != (b.auth.max_concurrent_hashes, b.auth.max_queued_logins),
-        ),
-        ("upstream (other than servers)", upstream(a) != upstream(b)),
-        ("log.format", a.log.format != b.log.format),
-        ("log.audit_file", a.log.audit_file != b.log.audit_file),
-        (
-            "state",
-            format!("{:?}", a.state) != format!("{:?}", b.state),
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(key, changed)| changed.then_some(key))
-    .collect()
-}
-
 #[async_trait]
 impl BackgroundService for Reloader {
     async fn start(&self, mut shutdown: ShutdownWatch) {
@@ -390,11 +316,6 @@ impl Reloader {
 mod tests {
     use super::*;
 
-    fn config(dir: &std::path::Path, server: &str) -> Config {
-        let text = format!("[server]\ntls = false\n{server}\n");
-        Config::from_toml_str(&text, &dir.join("c.toml"), dir).unwrap()
-    }
-
     #[test]
     fn a_user_gone_is_reset_from_the_next_second_and_a_changed_one_from_this_one() {
         use crate::users::{PasswordHash, Role, UserSpec};
@@ -425,52 +346,6 @@ mod tests {
         assert_eq!(
             credential_resets(&old, &new, 1000, 60),
             [reset("changed", 1000), reset("gone", 1001)]
-        );
-    }
-
-    #[test]
-    fn only_settings_a_running_process_cannot_take_are_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let running = config(dir.path(), "listen = \"127.0.0.1:1\"\nthreads = 2");
-        assert!(needs_restart(&running, &running.clone()).is_empty());
-        let moved = config(dir.path(), "listen = \"127.0.0.1:2\"\nthreads = 3");
-        assert_eq!(
-            needs_restart(&running, &moved),
-            ["server.listen", "server.threads"]
-        );
-    }
-
-    #[test]
-    fn the_log_format_and_audit_file_need_a_restart_but_not_the_level() {
-        let dir = tempfile::tempdir().unwrap();
-        let running = config(dir.path(), "");
-        let relogged = config(
-            dir.path(),
-            "[log]\nformat = \"json\"\nlevel = \"warn\"\naudit_file = \"audit.log\"",
-        );
-        assert_eq!(
-            needs_restart(&running, &relogged),
-            ["log.format", "log.audit_file"]
-        );
-        let quieter = config(dir.path(), "[log]\nlevel = \"warn\"");
-        assert!(needs_restart(&running, &quieter).is_empty());
-    }
-
-    #[test]
-    fn the_login_source_and_the_upstream_identity_need_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        crate::secrets::write_private(&dir.path().join("upstream.pass"), b"stand-in").unwrap();
-        let upstream = "[upstream]\nservers = [\"http://127.0.0.1:1\"]\n";
-        let running = config(dir.path(), upstream);
-        let as_users = config(dir.path(), &format!("{upstream}identity = \"user\""));
-        assert_eq!(needs_restart(&running, &as_users), ["upstream.identity"]);
-        let checked_there = config(
-            dir.path(),
-            &format!("[auth]\nsource = \"dashboard\"\nlockout_attempts = 8\n{upstream}"),
-        );
-        assert_eq!(
-            needs_restart(&running, &checked_there),
-            ["auth.lockout_*", "auth.source", "upstream.identity"]
         );
     }
 }

@@ -1,0 +1,75 @@
+//! The answer to each module's error: every conversion of a module's own error into a
+//! [`GatewayError`], in one place. It sits above the modules it maps (they import
+//! `errors` for the answer type, never this file), so the imports run one way.
+
+use crate::access::AccessError;
+use crate::errors::GatewayError;
+use crate::paths::PathError;
+use crate::state::StateError;
+use crate::upstream::credentials::CredentialError;
+use crate::upstream::in_flight::Overload;
+use crate::upstream::login::LoginError;
+use crate::upstream::ClientError;
+use crate::users::password::HashError;
+
+impl GatewayError {
+    /// The answer to a request the operation table refuses. Unknown operations, and
+    /// public ones the gateway does not offer, do not exist here.
+    pub fn refused_access(e: AccessError, path: &str) -> Self {
+        match e {
+            AccessError::UnknownPath | AccessError::Closed => GatewayError::not_found(path),
+            AccessError::NotOffered => GatewayError::NotOffered,
+            AccessError::Forbidden(..) => GatewayError::Forbidden,
+        }
+    }
+}
+
+impl From<PathError> for GatewayError {
+    fn from(e: PathError) -> Self {
+        GatewayError::InvalidPath {
+            detail: format!("Invalid request path: {e}."),
+        }
+    }
+}
+
+impl From<Overload> for GatewayError {
+    fn from(_: Overload) -> Self {
+        GatewayError::Overloaded
+    }
+}
+
+/// A state store that cannot answer: fail closed.
+impl From<StateError> for GatewayError {
+    fn from(e: StateError) -> Self {
+        tracing::error!(error = %e, "state store failed");
+        GatewayError::Unavailable {
+            detail: "session store unavailable".into(),
+        }
+    }
+}
+
+impl From<HashError> for GatewayError {
+    fn from(e: HashError) -> Self {
+        match e {
+            HashError::Busy => GatewayError::TooManyRequests,
+            other => {
+                tracing::error!(error = %other, "password verification failed");
+                GatewayError::Internal
+            }
+        }
+    }
+}
+
+/// The service account could not log in (a standby's refusal is retried before this).
+impl From<CredentialError> for GatewayError {
+    fn from(e: CredentialError) -> Self {
+        match e {
+            CredentialError::Login(LoginError::Client(ClientError::Timeout)) => {
+                GatewayError::GatewayTimeout
+            }
+            _ => GatewayError::BadGateway {
+                detail: "the gateway could not log in to the dashboard backend".into(),
+            },
+        }
+    }
+}
