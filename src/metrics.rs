@@ -15,13 +15,23 @@ use prometheus::{
 
 use crate::routes::Route;
 use crate::state::StoreHealth;
-use crate::upstream::{BackendState, Upstreams};
 use children::Children;
 
 pub use deployment::DeploymentMetrics;
 use labels::{itoa_status, method_index, METHOD_LABELS};
 pub use labels::{ConnectionRefusal, LoginResult, TokenCheckResult};
 pub use logs::LogMetrics;
+
+/// One dashboard backend as the upstream gauges show it.
+pub struct BackendSeries<'a> {
+    pub server: &'a str,
+    /// It answers (as the active manager or as a standby).
+    pub up: bool,
+    /// It is the one requests go to.
+    pub active: bool,
+    pub in_flight: usize,
+    pub queued: usize,
+}
 
 /// The gateway's metrics, registered once at start-up.
 pub struct Metrics {
@@ -293,38 +303,23 @@ impl Metrics {
         self.lockouts.inc();
     }
 
-    /// Reads the backends' states into `clustergate_upstream_up`,
-    /// `clustergate_upstream_active`, `clustergate_upstream_in_flight` and
-    /// `clustergate_upstream_queued` (at each scrape, so that the series are exactly the
-    /// servers configured now, a reload's included, and the active one is the one
-    /// `Upstreams::active` picks).
-    pub fn observe_upstreams(&self, upstreams: &Upstreams) {
+    /// Sets `clustergate_upstream_up`, `clustergate_upstream_active`,
+    /// `clustergate_upstream_in_flight` and `clustergate_upstream_queued` to `backends`
+    /// (read at each scrape, so that the series are exactly the servers configured now, a
+    /// reload's included).
+    pub fn observe_backends(&self, backends: &[BackendSeries<'_>]) {
         self.upstream_up.reset();
         self.upstream_active.reset();
         self.upstream_in_flight.reset();
         self.upstream_queued.reset();
-        let active = upstreams.active();
-        for backend in upstreams.backends().iter() {
-            let up = matches!(
-                backend.state(),
-                BackendState::Active | BackendState::Standby
-            );
-            self.upstream_up
-                .with_label_values(&[&backend.base])
-                .set(i64::from(up));
-            self.upstream_active
-                .with_label_values(&[&backend.base])
-                .set(i64::from(
-                    active.as_ref().is_some_and(|a| a.base == backend.base),
-                ));
-            let in_flight = i64::try_from(backend.in_flight.in_flight()).unwrap_or(i64::MAX);
-            self.upstream_in_flight
-                .with_label_values(&[&backend.base])
-                .set(in_flight);
-            let queued = i64::try_from(backend.in_flight.waiting()).unwrap_or(i64::MAX);
-            self.upstream_queued
-                .with_label_values(&[&backend.base])
-                .set(queued);
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        for backend in backends {
+            let server = [backend.server];
+            let gauge = |family: &IntGaugeVec| family.with_label_values(&server);
+            gauge(&self.upstream_up).set(i64::from(backend.up));
+            gauge(&self.upstream_active).set(i64::from(backend.active));
+            gauge(&self.upstream_in_flight).set(count(backend.in_flight));
+            gauge(&self.upstream_queued).set(count(backend.queued));
         }
     }
 
@@ -441,38 +436,28 @@ mod tests {
     }
 
     #[test]
-    fn upstream_series_are_the_configured_servers_and_one_is_active() {
+    fn upstream_series_are_the_backends_observed_last() {
         let registry = Registry::new();
         let metrics = Metrics::new(&registry).unwrap();
-        let upstreams = Upstreams::for_tests(3);
-        let states = [
-            BackendState::Standby,
-            BackendState::Active,
-            BackendState::Active,
-        ];
-        for (backend, state) in upstreams.backends().iter().zip(states) {
-            backend.set_state(state);
-        }
-        metrics.observe_upstreams(&upstreams);
+        let series = |server, up, active| BackendSeries {
+            server,
+            up,
+            active,
+            in_flight: 2,
+            queued: 1,
+        };
+        metrics.observe_backends(&[series("a", true, false), series("b", true, true)]);
+        metrics.observe_backends(&[series("b", false, false)]);
         let text = String::from_utf8(metrics.render().unwrap()).unwrap();
-        for (port, up, active) in [(9, 1, 0), (10, 1, 1), (11, 1, 0)] {
-            let server = format!("server=\"http://127.0.0.1:{port}\"");
-            assert!(
-                text.contains(&format!("clustergate_upstream_up{{{server}}} {up}\n")),
-                "{text}"
-            );
-            assert!(
-                text.contains(&format!(
-                    "clustergate_upstream_active{{{server}}} {active}\n"
-                )),
-                "{text}"
-            );
+        assert!(!text.contains("server=\"a\""), "{text}");
+        for line in [
+            "clustergate_upstream_up{server=\"b\"} 0\n",
+            "clustergate_upstream_active{server=\"b\"} 0\n",
+            "clustergate_upstream_in_flight{server=\"b\"} 2\n",
+            "clustergate_upstream_queued{server=\"b\"} 1\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
         }
-        upstreams.backends()[1].set_state(BackendState::Down);
-        metrics.observe_upstreams(&upstreams);
-        let text = String::from_utf8(metrics.render().unwrap()).unwrap();
-        assert!(text.contains("clustergate_upstream_up{server=\"http://127.0.0.1:10\"} 0\n"));
-        assert!(text.contains("clustergate_upstream_active{server=\"http://127.0.0.1:11\"} 1\n"));
     }
 
     #[test]

@@ -47,7 +47,7 @@ impl Answer {
 impl AdminApp {
     fn metrics(&self) -> Answer {
         self.metrics.observe_state(&self.stores.health);
-        self.metrics.observe_upstreams(&self.upstreams);
+        self.upstreams.observe(&self.metrics);
         self.metrics
             .logs
             .observe(self.log_writer.dropped_lines(), self.audit.write_errors());

@@ -25,6 +25,7 @@ pub use attempt::{Attempt, ErrorVerdict, ResponseVerdict, Tried};
 pub use client::{Client, ClientError};
 
 use crate::config::{BackendUrl, InFlightLimits, Timeouts, UpstreamConfig, UpstreamTrust};
+use crate::metrics::{BackendSeries, Metrics};
 use in_flight::InFlight;
 
 /// What a backend was last seen to be.
@@ -245,6 +246,27 @@ impl Upstreams {
         self.pick(Tried::default())
     }
 
+    /// Shows the configured backends in the upstream gauges, the active one being the
+    /// one `active` picks (called at each scrape).
+    pub fn observe(&self, metrics: &Metrics) {
+        let active = self.active();
+        let backends = self.backends.load();
+        let series: Vec<BackendSeries<'_>> = backends
+            .iter()
+            .map(|backend| BackendSeries {
+                server: &backend.base,
+                up: matches!(
+                    backend.state(),
+                    BackendState::Active | BackendState::Standby
+                ),
+                active: active.as_ref().is_some_and(|a| a.base == backend.base),
+                in_flight: backend.in_flight.in_flight(),
+                queued: backend.in_flight.waiting(),
+            })
+            .collect();
+        metrics.observe_backends(&series);
+    }
+
     /// Whether the gateway can serve what it forwards: some backend is known to be the
     /// active manager, or none is configured (then only the auth endpoints are served).
     pub fn serving(&self) -> bool {
@@ -362,5 +384,35 @@ mod tests {
         answer.header_to_h1_wire(&mut wire);
         assert_eq!(wire, b"x-trace: a\r\nContent-Length: 0\r\n");
         drop(dashboard.await.unwrap());
+    }
+
+    #[test]
+    fn the_gauges_show_every_backend_up_or_not_and_the_active_one() {
+        let metrics = Metrics::new(&prometheus::Registry::new()).unwrap();
+        let upstreams = Upstreams::for_tests(3);
+        let states = [
+            BackendState::Standby,
+            BackendState::Active,
+            BackendState::Active,
+        ];
+        for (backend, state) in upstreams.backends().iter().zip(states) {
+            backend.set_state(state);
+        }
+        upstreams.observe(&metrics);
+        let text = String::from_utf8(metrics.render().unwrap()).unwrap();
+        for (port, up, active) in [(9, 1, 0), (10, 1, 1), (11, 1, 0)] {
+            let server = format!("server=\"http://127.0.0.1:{port}\"");
+            assert!(
+                text.contains(&format!("clustergate_upstream_up{{{server}}} {up}\n")),
+                "{text}"
+            );
+            let active_line = format!("clustergate_upstream_active{{{server}}} {active}\n");
+            assert!(text.contains(&active_line), "{text}");
+        }
+        upstreams.backends()[1].set_state(BackendState::Down);
+        upstreams.observe(&metrics);
+        let text = String::from_utf8(metrics.render().unwrap()).unwrap();
+        assert!(text.contains("clustergate_upstream_up{server=\"http://127.0.0.1:10\"} 0\n"));
+        assert!(text.contains("clustergate_upstream_active{server=\"http://127.0.0.1:11\"} 1\n"));
     }
 }

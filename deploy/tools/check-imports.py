@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Fails when the crate's imports do not run one way.
+
+Reads every `crate::` path in src/ (use lines and paths written inline; test-only code,
+`#[cfg(test)]` items and the modules they declare, left out: tests may reach anywhere),
+and checks, between the modules at the root of src/ (a folder counts as one) and between
+files: no cycle; and the roof (the assembly in `app/`, the request path in `proxy`, the
+error mapping in `error_answers`) is imported only from above it. Run by tests/run.sh;
+`--graph` prints the module graph.
+"""
+import os
+import re
+import sys
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
+# Who may import each roof module (besides itself).
+ROOF = {
+    "app": {"lib", "main"},
+    "proxy": {"app", "lib"},
+    "error_answers": {"lib"},
+}
+CRATE_PATH = re.compile(r"\bcrate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)")
+USE_GROUP = re.compile(r"\buse\s+crate::\{([^;]*)\};", re.S)
+
+
+def module_files():
+    """{module path tuple: file} for every .rs file under src/."""
+    files = {}
+    for root, _, names in os.walk(SRC):
+        for name in names:
+            if not name.endswith(".rs"):
+                continue
+            rel = os.path.relpath(os.path.join(root, name), SRC)[:-3].split(os.sep)
+            if rel[-1] == "mod" or rel == ["lib"]:
+                rel = rel[:-1]
+            files[tuple(rel)] = os.path.join(root, name)
+    return files
+
+
+def without_tests(text):
+    """`text` without its `#[cfg(test)]` items; and the modules declared test-only."""
+    kept, test_modules, at = [], set(), 0
+    for found in re.finditer(r"#\[cfg\(test\)\]", text):
+        if found.start() < at:
+            continue
+        kept.append(text[at:found.start()])
+        brace, semi = text.find("{", found.end()), text.find(";", found.end())
+        if semi != -1 and (brace == -1 or semi < brace):
+            declared = re.search(r"mod\s+([a-z_0-9]+)\s*;", text[found.end():semi + 1])
+            if declared:
+                test_modules.add(declared.group(1))
+            at = semi + 1
+            continue
+        depth, i = 0, brace
+        while i < len(text):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                break
+            i += 1
+        at = i + 1
+    kept.append(text[at:])
+    return "".join(kept), test_modules
+
+
+def targets(text):
+    """The module paths a file names through `crate::`."""
+    found = [m.split("::") for m in CRATE_PATH.findall(text)]
+    for group in USE_GROUP.findall(text):
+        for item in re.split(r"[,\s]+", re.sub(r"\{[^}]*\}", "", group)):
+            if item and item[0].islower():
+                found.append(item.split("::"))
+    return found
+
+
+def resolve(path, files):
+    """The longest prefix of `path` that is a module file."""
+    for end in range(len(path), 0, -1):
+        if tuple(path[:end]) in files:
+            return tuple(path[:end])
+    return None
+
+
+def cycle(graph):
+    """One cycle of `graph` ({node: set of nodes}) as a list, or None."""
+    state = {}
+    stack = []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        state[node] = "done"
+        stack.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def main():
+    files = module_files()
+    texts, test_only = {}, set()
+    for module, path in files.items():
+        with open(path, encoding="utf-8") as f:
+            texts[module], declared = without_tests(f.read())
+        test_only.update(module + (name,) for name in declared)
+    # Whatever lies under a test-only module is test-only too.
+    inside_tests = lambda m: any(m[:n] in test_only for n in range(1, len(m) + 1))
+    files = {m: p for m, p in files.items() if not inside_tests(m)}
+    file_graph = {}
+    for module in files:
+        deps = {resolve(t, files) for t in targets(texts[module])} - {None, module}
+        file_graph[module] = deps
+    top = lambda m: m[0] if m else "lib"
+    top_graph = {}
+    for module, deps in file_graph.items():
+        top_graph.setdefault(top(module), set()).update(
+            top(d) for d in deps if top(d) != top(module)
+        )
+    if "--graph" in sys.argv:
+        for node in sorted(top_graph):
+            print(node, "->", " ".join(sorted(top_graph[node])))
+    problems = []
+    for name, graph in (("modules", top_graph), ("files", file_graph)):
+        found = cycle(graph)
+        if found:
+            shown = [n if isinstance(n, str) else "::".join(n) or "lib" for n in found]
+            problems.append("a cycle of %s: %s" % (name, " -> ".join(shown)))
+    for node, deps in sorted(top_graph.items()):
+        for roof, allowed in ROOF.items():
+            if roof in deps and node not in allowed:
+                problems.append("%s imports %s, which only %s may" % (node, roof, ", ".join(sorted(allowed))))
+    for problem in problems:
+        print("check-imports: " + problem, file=sys.stderr)
+    if problems:
+        sys.exit(1)
+    print("check-imports: %d files, %d modules, imports run one way" % (len(files), len(top_graph)))
+
+
+main()
