@@ -5,6 +5,7 @@
 mod attempt;
 mod client;
 pub mod credentials;
+pub mod failover;
 pub mod health;
 pub mod in_flight;
 pub mod login;

@@ -1,0 +1,147 @@
+//! What `request_filter` decides: a local answer (the auth endpoints, the docs, a
+//! refusal) or a request admitted for forwarding, its body read.
+
+use std::net::IpAddr;
+
+use pingora::prelude::*;
+use pingora::proxy::Session;
+
+use super::{Gateway, RequestCtx};
+use crate::access::{self, Admission, Lookup};
+use crate::auth::{self, AuthRequest};
+use crate::docs;
+use crate::errors::GatewayError;
+use crate::forward::{self, Forward};
+use crate::paths;
+use crate::request::{self, BodyLimits};
+use crate::respond::LocalResponse;
+use crate::routes::Route;
+use crate::state::{unix_now, unix_now_ms};
+use crate::upstream::in_flight::Place;
+use crate::upstream::Backend;
+
+/// What `request_filter` decided.
+pub(super) enum Next {
+    Answer(LocalResponse),
+    Forward(Forward),
+}
+
+impl Gateway {
+    /// Answers locally, or admits the request for forwarding.
+    pub(super) async fn decide(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<Next, GatewayError> {
+        ctx.client = self.client(session);
+        request::refuse_bodies_of_get_and_head(session)?;
+        let path = paths::normalize(session.req_header().uri.path())?;
+        ctx.route = Route::classify(&path);
+        let needs_backends = matches!(ctx.route, Route::TokenCheck | Route::Api | Route::Other);
+        if needs_backends && !self.upstreams.checked() {
+            // Boxed: rare (a fresh process), and this future is moved on every request.
+            let limit = self.upstreams.timeouts.health_probe;
+            Box::pin(self.upstreams.first_check(limit)).await;
+        }
+        let next = match ctx.route {
+            Route::Login | Route::TokenCheck | Route::Logout => {
+                self.answer_auth(session, ctx).await.map(Next::Answer)
+            }
+            Route::Docs => {
+                let method = &session.req_header().method;
+                docs::answer(self.docs.as_ref(), method, &path)
+                    .await
+                    .map(Next::Answer)
+            }
+            Route::Api | Route::Other => self
+                .prepare_forward(session, ctx, &path)
+                .await
+                .map(Next::Forward),
+        };
+        ctx.path = path;
+        next
+    }
+
+    /// Admission, then the request made ready to forward (its body bounded).
+    async fn prepare_forward(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        path: &str,
+    ) -> Result<Forward, GatewayError> {
+        // One table for the whole request, though a reload may replace it meanwhile.
+        let admission = self.admission.load_full();
+        let lookup = admission.lookup(&session.req_header().method, path);
+        let admitted = self
+            .admit(session, &admission, ctx.route, path, lookup)
+            .await;
+        ctx.operation = lookup.operation.map(|id| (admission, id));
+        let forward = admitted?;
+        forward::settle_connection_header(session.req_header_mut())?;
+        let limits = self.body_limits(self.upstreams.max_body_bytes);
+        ctx.body = request::read_forwarded_body(session, limits).await?;
+        Ok(forward)
+    }
+
+    /// Admission (405, 401, 404, 403, 415), then a manager to forward to (503).
+    async fn admit(
+        &self,
+        session: &Session,
+        admission: &Admission,
+        route: Route,
+        path: &str,
+        lookup: Lookup,
+    ) -> Result<Forward, GatewayError> {
+        let request = access::Request::of(session.req_header(), route, path);
+        let forward = admission.admit(request, lookup, unix_now()).await?;
+        if !self.upstreams.any_active() {
+            return Err(GatewayError::no_active_backend());
+        }
+        Ok(forward)
+    }
+
+    /// Up to `bytes` of a request body, within `server.body_timeout_ms`.
+    fn body_limits(&self, bytes: usize) -> BodyLimits {
+        BodyLimits {
+            bytes,
+            time: self.body_timeout,
+        }
+    }
+
+    /// A place on `backend` (`upstream::in_flight`); 503 when it stays busy.
+    pub(super) async fn enter(&self, backend: &Backend, ctx: &RequestCtx) -> Result<Place> {
+        backend.in_flight.enter().await.map_err(|overload| {
+            self.metrics.upstream_overload(&backend.base);
+            let _enter = ctx.span.enter();
+            tracing::warn!(server = %backend.base, reason = %overload, "the dashboard is busy: refused");
+            GatewayError::from(overload).into_pingora()
+        })
+    }
+
+    /// Who sent the request: the TCP peer, or the client a trusted proxy names.
+    fn client(&self, session: &Session) -> Option<IpAddr> {
+        let peer = session.client_addr()?.as_inet()?.ip();
+        Some(
+            self.trusted_proxies
+                .client(peer, &session.req_header().headers),
+        )
+    }
+
+    /// The auth endpoints take a small JSON body, read whole here; `ctx` learns whom the
+    /// request was about.
+    async fn answer_auth(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<LocalResponse, GatewayError> {
+        if session.req_header().method != http::Method::POST {
+            return Err(GatewayError::MethodNotAllowed { allow: "POST" });
+        }
+        let body = request::read_body(session, self.body_limits(auth::BODY_LIMIT)).await?;
+        let req = AuthRequest::of(session.req_header(), body, ctx.client);
+        let serving = self.readiness.check().is_ok();
+        self.auth
+            .answer(ctx.route, &req, unix_now_ms(), serving, &mut ctx.subject)
+            .await
+    }
+}

@@ -1,0 +1,299 @@
+//! The request path, top to bottom, as pingora runs it. The modules decide; this file
+//! calls them in order:
+//! 1. `request_filter`: normalize the path (`paths`), classify it (`routes`); answer the
+//!    auth endpoints (`auth`) and the docs (`docs`) here; admit the rest (`access`: token
+//!    401, operation 404, role 403, version 415) and read its body whole (`request`).
+//! 2. `upstream_peer`: the active manager this request has not tried (`upstream::Attempt`),
+//!    and a place on it (`upstream::in_flight`).
+//! 3. `upstream_request_filter`: swap the client's credentials for the user's own
+//!    dashboard token (`auth`'s session) or the service account's (`forward`).
+//! 4. `upstream_response_filter`: a standby's answer or a refused service token never
+//!    reaches the client: the attempt decides, and `error_while_proxy` retries; a refused
+//!    user token ends that user's session.
+//! 5. `response_filter`: security headers, no backend address in `Location`.
+//! 6. `fail_to_proxy` answers errors in the dashboard's shape (`errors`); `logging`
+//!    measures (`metrics`) and records the request (`access_log`, `audit`).
+//!
+//! Beside the hooks: `ctx` (a request's state, and what the logs make of it), `decide`
+//! (what `request_filter` decides) and `retry` (what the hooks do with what a try learned
+//! about the managers, `upstream::failover`).
+
+mod ctx;
+mod decide;
+mod retry;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::modules::http::HttpModules;
+use pingora::prelude::*;
+use pingora::proxy::{FailToProxy, ProxyHttp, Session};
+use tracing::Instrument;
+
+use crate::access::Admission;
+use crate::access_log::{self, AccessLog};
+use crate::audit::Audit;
+use crate::auth::Auth;
+use crate::client_addr::TrustedProxies;
+use crate::docs::Docs;
+use crate::errors::GatewayError;
+use crate::forward;
+use crate::metrics::Metrics;
+use crate::readiness::Readiness;
+use crate::request;
+use crate::respond::{self, LocalResponse};
+use crate::state::unix_now;
+use crate::upstream::credentials::ServiceAccount;
+use crate::upstream::{health, BackendState, ErrorVerdict, ResponseVerdict, Upstreams};
+use ctx::{Credential, RequestCtx};
+use decide::Next;
+
+/// The gateway as pingora sees it.
+pub struct Gateway {
+    pub auth: Arc<Auth>,
+    /// Replaced by a reload (the scope table and `access.*`).
+    pub admission: Arc<ArcSwap<Admission>>,
+    /// No backends without `[upstream]`: then admission refuses every forward.
+    pub upstreams: Arc<Upstreams>,
+    /// The gateway's own dashboard account; `None` without backends.
+    pub account: Option<Arc<ServiceAccount>>,
+    /// The API description; `None` without backends to fetch it from.
+    pub docs: Option<Docs>,
+    pub metrics: Arc<Metrics>,
+    /// What the token check tells balancers.
+    pub readiness: Arc<Readiness>,
+    /// Whether clients reach this listener over TLS.
+    pub tls: bool,
+    /// Whose `X-Forwarded-For` names the client (for the limit on failed logins and the
+    /// logs).
+    pub trusted_proxies: TrustedProxies,
+    pub access_log: AccessLog,
+    pub audit: Arc<Audit>,
+    /// `server.body_timeout_ms`: every request body the gateway reads.
+    pub body_timeout: Duration,
+}
+
+#[async_trait]
+impl ProxyHttp for Gateway {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        RequestCtx::new()
+    }
+
+    /// No downstream modules: pingora's default is a disabled compression module, which it
+    /// would still build for every request and call on every response. The dashboard's own
+    /// compression passes through.
+    fn init_downstream_modules(&self, _modules: &mut HttpModules) {}
+
+    /// Runs first: answers locally, or admits the request for forwarding (`Ok(false)`).
+    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        let span = ctx.span.clone();
+        let response = match self.decide(session, ctx).instrument(span).await {
+            Ok(Next::Forward(forward)) => {
+                ctx.forward = Some(forward);
+                return Ok(false);
+            }
+            Ok(Next::Answer(response)) => response,
+            Err(error) => {
+                let _enter = ctx.span.enter();
+                tracing::debug!(status = error.status(), %error, "refused");
+                LocalResponse::from_error(&error, &ctx.id)
+            }
+        };
+        respond::send(session, response, self.tls, &ctx.id).await?;
+        Ok(true)
+    }
+
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<Box<HttpPeer>> {
+        let backend = ctx
+            .attempt
+            .pick(&self.upstreams)
+            .map_err(GatewayError::into_pingora)?;
+        // A retry leaves the place of the manager it tried first.
+        ctx.place = None;
+        ctx.place = Some(self.enter(&backend, ctx).await?);
+        let read_timeout = self.upstreams.timeouts.read;
+        Ok(Box::new(self.upstreams.peer(&backend, read_timeout)))
+    }
+
+    /// Swaps the client's credentials for the user's own dashboard token, or the service
+    /// account's.
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let Some(backend) = ctx.attempt.backend().cloned() else {
+            return Error::e_explain(InternalError, "forwarding without a backend");
+        };
+        let token = match ctx.forward.as_ref().map(Credential::of) {
+            Some(Credential::User(token)) => Some(token),
+            // Only authenticated requests act as the service account.
+            Some(Credential::Service) => Some(self.service_token(&backend, ctx).await?),
+            Some(Credential::None) | None => None,
+        };
+        let Some(forward) = &ctx.forward else {
+            return Error::e_explain(InternalError, "forwarding without a decision");
+        };
+        let client = forward::Client::of(session, self.tls, ctx.client);
+        let host = backend.host_header();
+        forward::rewrite_request(upstream_request, forward, host, token.as_deref(), client)?;
+        if let Some(body) = &ctx.body {
+            forward::set_body_length(upstream_request, body.len());
+        }
+        match forward.user_token.is_some() {
+            true => ctx.attempt.sending_as_user(),
+            false => ctx.attempt.sending(token),
+        }
+        Ok(())
+    }
+
+    /// Sends the body read in `request_filter`, on every try.
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        request::hand_over_body(body, end_of_stream, ctx.body.as_ref());
+        Ok(())
+    }
+
+    /// A standby's answer, or a refusal of the service token, is retried instead of
+    /// reaching the client; a refusal of the user's own token ends their session.
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let Some(backend) = ctx.attempt.backend().cloned() else {
+            return Ok(());
+        };
+        let status = response.status.as_u16();
+        let elapsed = ctx.attempt.elapsed();
+        self.metrics
+            .upstream_response(&backend.base, status, elapsed);
+        match ctx.attempt.on_response(status) {
+            ResponseVerdict::Deliver => Ok(()),
+            // Boxed: the probe is rare and its future large, and this hook's future is moved
+            // into a box (by `async_trait`) on every request.
+            ResponseVerdict::Probe => Box::pin(self.check_standby(&backend, status, ctx)).await,
+            ResponseVerdict::Renew { refused } => self.renew(&refused, ctx).await,
+            ResponseVerdict::EndSession => {
+                if let Some(token) = ctx.forward.as_ref().and_then(|f| f.user_token.as_ref()) {
+                    // Boxed: rare, and its future large (see `Probe` above).
+                    Box::pin(self.auth.user_token_refused(token, unix_now())).await;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        forward::rewrite_response(response, &self.upstreams)?;
+        respond::set_common_headers(response, self.tls, &ctx.id)
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut RequestCtx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        if let Some(backend) = ctx.attempt.backend() {
+            health::record(backend, BackendState::Down);
+        }
+        // Nothing was sent: another backend may be the active one.
+        e.set_retry(true);
+        e
+    }
+
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut RequestCtx,
+        _client_reused: bool,
+    ) -> Box<Error> {
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        let idempotent = session.req_header().method.is_idempotent();
+        let replayable = !session.as_ref().retry_buffer_truncated();
+        let answering = session.response_written().is_some();
+        match ctx.attempt.on_error(idempotent, replayable, answering) {
+            ErrorVerdict::Retry => e.set_retry(true),
+            ErrorVerdict::RetryUnlessRuledOut => e.retry.decide_reuse(true),
+            ErrorVerdict::GiveUp(None) => e.set_retry(false),
+            ErrorVerdict::GiveUp(Some(answer)) => {
+                e = answer.into_pingora().more_context(e.to_string())
+            }
+        }
+        e
+    }
+
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut RequestCtx,
+    ) -> FailToProxy {
+        // Boxed: rare, and its future large (see `upstream_response_filter`).
+        let Some(error) = Box::pin(self.failure_answer(session, e, ctx)).await else {
+            return FailToProxy {
+                error_code: 0,
+                can_reuse_downstream: false,
+            };
+        };
+        let _enter = ctx.span.enter();
+        tracing::warn!(error = %e, status = error.status(), "cannot proxy");
+        let response = LocalResponse::from_error(&error, &ctx.id);
+        // The connection is not reused (a request body may be half read): say so in the
+        // answer, so that a client does not send its next request on it as it closes.
+        session.set_keepalive(None);
+        if let Err(write_error) = respond::send(session, response, self.tls, &ctx.id).await {
+            tracing::debug!(error = %write_error, "cannot write the error response");
+        }
+        FailToProxy {
+            error_code: error.status(),
+            can_reuse_downstream: false,
+        }
+    }
+
+    /// How pingora's own lines ("Fail to proxy", at WARN and ERROR) name a request: its
+    /// method, path and id, never its query (it may carry secrets) nor its Host.
+    fn request_summary(&self, session: &Session, ctx: &RequestCtx) -> String {
+        let header = session.req_header();
+        let path = access_log::logged_path(&ctx.path, &header.uri);
+        format!("{} {path}, request_id: {}", header.method, ctx.id)
+    }
+
+    /// Runs once per request, answered or failed.
+    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        let status = session.response_written().map_or(0, |r| r.status.as_u16());
+        let method = &session.req_header().method;
+        let elapsed = ctx.started.elapsed();
+        self.metrics
+            .observe_request(ctx.route, method, status, elapsed);
+        let served = ctx.served(session, status, elapsed);
+        self.access_log.record(&served, &ctx.span);
+        self.audit.record(&served, &ctx.subject);
+    }
+}

@@ -1,0 +1,109 @@
+//! What the hooks do with what a try learns about the managers (`upstream::failover`):
+//! send the request to the next manager, send it again with a new service token, or
+//! answer.
+
+use std::sync::Arc;
+
+use pingora::prelude::*;
+use pingora::proxy::Session;
+
+use super::{Gateway, RequestCtx};
+use crate::errors::GatewayError;
+use crate::state::unix_now;
+use crate::upstream::failover::{self, TokenRefusal};
+use crate::upstream::{Backend, BackendState};
+
+impl Gateway {
+    /// The answer to an error no try could avoid; `None` when the client went away. A
+    /// request that could have been sent again learns whether its manager is still the
+    /// active one (a POST in flight keeps the 502: whether it was carried out is unknown).
+    pub(super) async fn failure_answer(
+        &self,
+        session: &Session,
+        e: &Error,
+        ctx: &RequestCtx,
+    ) -> Option<GatewayError> {
+        let Some(error) = GatewayError::from_pingora(e) else {
+            let _enter = ctx.span.enter();
+            tracing::debug!(error = %e, "client went away");
+            return None;
+        };
+        let resendable = session.req_header().method.is_idempotent();
+        Some(match resendable && session.response_written().is_none() {
+            true => self.confirm(error, ctx).await,
+            false => error,
+        })
+    }
+
+    /// The answer when no backend is left to try. "The dashboard closed the connection"
+    /// holds only if the manager that did is still the active one: one going away in a
+    /// failover closes its connections too, and its health path then says so (it is
+    /// marked, and no manager is active for the moment).
+    async fn confirm(&self, answer: GatewayError, ctx: &RequestCtx) -> GatewayError {
+        let Some(backend) = ctx.attempt.backend() else {
+            return answer;
+        };
+        if answer != GatewayError::backend_closed() {
+            return answer;
+        }
+        let state = failover::probe_and_mark(&self.upstreams, backend).await;
+        if state == BackendState::Active {
+            return answer;
+        }
+        let _enter = ctx.span.enter();
+        tracing::info!(server = %backend.base, ?state, "the manager that closed the connection is no longer active");
+        GatewayError::no_active_backend()
+    }
+
+    /// After a redirect or a server error: a backend that is no longer the active manager
+    /// is marked, and the request goes to the next one.
+    pub(super) async fn check_standby(
+        &self,
+        backend: &Arc<Backend>,
+        status: u16,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let state = failover::probe_and_mark(&self.upstreams, backend).await;
+        if !ctx.attempt.on_probe(state == BackendState::Active) {
+            return Ok(());
+        }
+        let _enter = ctx.span.enter();
+        tracing::info!(server = %backend.base, status, "a standby answered; trying the next backend");
+        Err(GatewayError::no_active_backend().into_retry(format!("answered {status}")))
+    }
+
+    /// A request the dashboard refused with the service token `refused`: sent again with
+    /// a new one when the account says so.
+    pub(super) async fn renew(&self, refused: &Arc<str>, ctx: &mut RequestCtx) -> Result<()> {
+        if !failover::renews(self.account.as_deref(), refused, unix_now()).await {
+            return Ok(());
+        }
+        ctx.attempt.retry_with_new_token();
+        Err(GatewayError::unreachable_backend().into_retry("retrying with a new service token"))
+    }
+
+    /// The service account's token, logging in through `backend` when needed; a standby's
+    /// refusal sends the request to the next manager.
+    pub(super) async fn service_token(
+        &self,
+        backend: &Arc<Backend>,
+        ctx: &mut RequestCtx,
+    ) -> Result<Arc<str>> {
+        let Some(account) = &self.account else {
+            return Err(GatewayError::no_active_backend().into_pingora());
+        };
+        match failover::service_token(account, &self.upstreams, backend, unix_now()).await {
+            Ok(token) => Ok(token),
+            Err(TokenRefusal::Standby(status)) => {
+                ctx.attempt.on_standby_login();
+                Err(GatewayError::no_active_backend()
+                    .into_retry(format!("login answered {status}")))
+            }
+            Err(TokenRefusal::Failed(e)) => {
+                let _enter = ctx.span.enter();
+                tracing::error!(server = %backend.base, error = %e, "no service account token");
+                Err(GatewayError::from(e).into_pingora())
+            }
+        }
+    }
+}
