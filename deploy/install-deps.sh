@@ -18,8 +18,8 @@ if [[ "${1:-}" == "--test" ]]; then
   # curl for the dashboard harness; Chromium and Node for the browser tests; Redis and
   # HAProxy for the tests of several gateways; Prometheus (and its promtool) for the
   # deploy kit's scrape config, alert rules and their unit tests; Python's venv for the
-  # API fuzzer.
-  want+=(curl chromium nodejs redis-server haproxy prometheus python3 python3-venv)
+  # API fuzzer; patch for deploy/tools/vendor-patches.sh (the vendored pingora's check).
+  want+=(curl chromium nodejs redis-server haproxy prometheus python3 python3-venv patch)
 fi
 
 missing=()

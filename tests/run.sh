@@ -10,6 +10,7 @@ deploy/install-deps.sh --test
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 deploy/tools/check-vendored.sh
+deploy/tools/vendor-patches.sh --check
 deploy/tools/check-imports.py
 
 # The shipped configuration must validate (with a stand-in service account password).

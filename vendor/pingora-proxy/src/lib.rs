@@ -45,6 +45,7 @@ use once_cell::sync::Lazy;
 use pingora_http::{RequestHeader, ResponseHeader};
 use std::fmt::Debug;
 use std::future::{poll_fn, Future};
+// clustergate change 1: for process_new_http's boxed future
 use std::pin::Pin;
 use std::str;
 use std::sync::{
@@ -1551,7 +1552,8 @@ impl SubrequestSpawner {
     }
 }
 
-// clustergate patch (CLUSTERGATE.md): the request's future is built in its box.
+// clustergate change 1: the request's future is built in its box (serve_new_http was
+// HttpServerApp::process_new_http).
 impl<SV, C> HttpProxy<SV, C>
 where
     SV: ProxyHttp + Send + Sync + 'static,
@@ -1598,6 +1600,7 @@ where
     }
 }
 
+// clustergate change 1: the helper, and process_new_http built with it
 /// `make()`'s future in a box, built there. `Box::pin(make())`, which `async_trait` writes,
 /// builds the future on the stack and then copies all of it into the box: for a request,
 /// the whole proxy state machine (13 KB), of which only a few hundred bytes are set yet.

@@ -484,7 +484,7 @@ where
 
         // retry, send buffer if it exists or body empty; or the body was read whole before
         // (in request_filter): request_body_filter is then called once, with end of body
-        // (clustergate: vendor/pingora-proxy/CLUSTERGATE.md, change 2)
+        // (clustergate change 2, vendor/pingora-proxy/CLUSTERGATE.md)
         if buffer.is_some()
             || session.as_mut().is_body_empty()
             || session.as_mut().is_body_done()

@@ -528,7 +528,7 @@ where
 
         // retry, send buffer if it exists; or the body was read whole before (in
         // request_filter): request_body_filter is then called once, with end of body
-        // (clustergate: vendor/pingora-proxy/CLUSTERGATE.md, change 2)
+        // (clustergate change 2, vendor/pingora-proxy/CLUSTERGATE.md)
         let buffer = session.as_mut().get_retry_buffer();
         let read_before = !session.as_mut().is_body_empty() && session.as_mut().is_body_done();
         if buffer.is_some() || read_before {

@@ -231,8 +231,8 @@ impl<A: ServerApp + Send + Sync + 'static> Service<A> {
                     let shutdown = shutdown.clone();
                     current_handle().spawn(async move {
                         let peer_addr = io.peer_addr();
-                        // clustergate: boxed, so that the handshake's large future is freed
-                        // once it is done instead of being held inline for the connection's life.
+                        // clustergate change 1: boxed, so that the handshake's large future is
+                        // freed once it is done instead of held inline for the connection's life.
                         match Box::pin(timeout(Duration::from_secs(60), io.handshake())).await {
                             Ok(handshake) => {
                                 match handshake {

@@ -541,6 +541,7 @@ pub struct PeerOptions {
     /// **Note:** This field is unstable and may be removed or changed in future versions.
     /// It exists primarily for compatibility with legacy servers that send malformed headers.
     pub allow_h1_response_invalid_content_length: bool,
+    // clustergate change 3: an answer's head may be read without its names' case
     /// Whether an HTTP/1 response header keeps its header names' original case (the
     /// default). `false` builds it without the case map (`ResponseHeader::build_no_case`),
     /// for proxies that rewrite the response headers anyway.
@@ -604,6 +605,7 @@ impl PeerOptions {
             h2_stream_window_size: None,
             h2_connection_window_size: None,
             allow_h1_response_invalid_content_length: false,
+            // clustergate change 3: pingora's behaviour by default
             keep_response_header_case: true,
             http_upstream_request_policy: HttpUpstreamRequestPolicy::default(),
             extra_proxy_headers: BTreeMap::new(),

@@ -322,6 +322,7 @@ impl Session {
         }
     }
 
+    // clustergate change 2: a request head may be read without its names' case
     /// Whether an HTTP/1 request header keeps its header names' original case (the default).
     /// Noop for the others, which keep none.
     pub fn set_keep_header_case(&mut self, keep: bool) {

@@ -67,7 +67,8 @@ pub struct HttpSession {
     // If allowed, does not fail with error on invalid content-length
     // (treats as close-delimited response).
     allow_h1_response_invalid_content_length: bool,
-    // Whether the response header keeps its header names' original case (the default).
+    // clustergate change 3: whether the response header keeps its header names' original
+    // case (the default).
     keep_header_case: bool,
 }
 
@@ -102,6 +103,7 @@ impl HttpSession {
             received_upgrade_req_body: false,
             close_delimited_resp: false,
             allow_h1_response_invalid_content_length: false,
+            // clustergate change 3: names keep their case unless the peer says otherwise
             keep_header_case: true,
         }
     }
@@ -113,6 +115,7 @@ impl HttpSession {
             session.set_allow_h1_response_invalid_content_length(
                 options.allow_h1_response_invalid_content_length,
             );
+            // clustergate change 3: the peer's choice of the answers' header case
             session.set_keep_header_case(options.keep_response_header_case);
         }
         session
@@ -288,6 +291,7 @@ impl HttpSession {
                         // while header_refs doesn't as it is still empty
                         let _num_headers = populate_headers(base, &mut header_refs, resp.headers);
 
+                        // clustergate change 3: the head without its names' case if so set
                         let build = if self.keep_header_case {
                             ResponseHeader::build
                         } else {
@@ -532,6 +536,7 @@ impl HttpSession {
         self.allow_h1_response_invalid_content_length = allow;
     }
 
+    // clustergate change 3: an answer's head may be read without its names' case
     /// Whether the next response header keeps its header names' original case (the
     /// default). Without it the header is built with `ResponseHeader::build_no_case`: one
     /// map fewer to fill and clone, and names written in lower case.
@@ -1032,6 +1037,7 @@ mod tests_stream {
         assert_eq!(http_stream.body_reader.body_state, ParseState::Complete(3));
     }
 
+    // clustergate change 3: its test
     #[tokio::test]
     async fn read_response_with_and_without_header_case() {
         init_log();

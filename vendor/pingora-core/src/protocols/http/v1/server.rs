@@ -158,6 +158,7 @@ pub struct HttpSession {
     /// [`super::super::HttpPersistentSettings`] into the next session.
     /// Scoped narrowly so it cannot affect FIN / `abort_on_close` semantics.
     pipelined_idle_bytes_stashed: bool,
+    // clustergate change 2: a request head may be read without its names' case
     /// Whether the request header keeps its header names' original case (the default).
     /// See [`Self::set_keep_header_case`].
     keep_header_case: bool,
@@ -209,6 +210,7 @@ impl HttpSession {
             pipelining_enabled: false,
             pipelined_prefix: None,
             pipelined_idle_bytes_stashed: false,
+            // clustergate change 2: names keep their case unless told otherwise
             keep_header_case: true,
         }
     }
@@ -280,6 +282,7 @@ impl HttpSession {
     /// Return `Ok(None)` when the client closed the connection without sending any data, which
     /// is common on a reused connection.
     pub async fn read_request(&mut self) -> Result<Option<usize>> {
+        // clustergate change 4: no MAX_ERR_BUF_LEN, the errors carry no bytes of the head
         self.buf.clear();
         // Account parsing a fully buffered request against Tokio's cooperative task budget. Do
         // this before taking the prefix so cancellation cannot discard bytes between sessions.
@@ -351,6 +354,7 @@ impl HttpSession {
                         // while header_refs doesn't as it is still empty
                         let _num_headers = populate_headers(base, &mut header_refs, req.headers);
 
+                        // clustergate change 2: the head without its names' case if so set
                         let build = if self.keep_header_case {
                             RequestHeader::build
                         } else {
@@ -461,6 +465,7 @@ impl HttpSession {
                                 already_read = buf.len();
                             } else {
                                 debug!("Invalid request header from {:?}", self.underlying_stream);
+                                // clustergate change 4: the head's size, never its bytes
                                 return Error::e_because(
                                     InvalidHTTPHeader,
                                     invalid_head_context(&buf),
@@ -470,6 +475,7 @@ impl HttpSession {
                         }
                         _ => {
                             debug!("Invalid request header from {:?}", self.underlying_stream);
+                            // clustergate change 4: the head's size, never its bytes
                             return Error::e_because(
                                 InvalidHTTPHeader,
                                 invalid_head_context(&buf),
@@ -1021,6 +1027,7 @@ impl HttpSession {
         self.pipelining_enabled = enabled;
     }
 
+    // clustergate change 2: a request head may be read without its names' case
     /// Whether the request header read next keeps its header names' original case (the
     /// default: `true`). With `false` the names are kept only in the `http::HeaderMap`,
     /// lower case, as for HTTP/2: a proxy that rewrites the request's headers anyway (and
@@ -1769,6 +1776,11 @@ impl HttpSession {
     }
 }
 
+/// clustergate change 5: a request target up to its query.
+fn without_query(target: &[u8]) -> &[u8] {
+    target.split(|&b| b == b'?').next().unwrap_or(target)
+}
+
 // Regex to parse request line that has illegal chars in it
 static REQUEST_LINE_REGEX: Lazy<Regex> =
     Lazy::new(|| Regex::new(r"^\w+ (?P<uri>.+) HTTP/\d(?:\.\d)?").unwrap());
@@ -1871,14 +1883,9 @@ fn http_resp_header_to_buf(
 
 /// The context of an error about a request head that cannot be parsed: its size, never its
 /// bytes. The error is logged, and a head carries credentials, cookies and a query string
-/// (clustergate's change 4, vendor/pingora-core/CLUSTERGATE.md).
+/// (clustergate change 4, vendor/pingora-core/CLUSTERGATE.md).
 fn invalid_head_context(head: &[u8]) -> String {
     format!("an invalid request head of {} bytes", head.len())
-}
-
-/// clustergate change 5: a request target up to its query.
-fn without_query(target: &[u8]) -> &[u8] {
-    target.split(|&b| b == b'?').next().unwrap_or(target)
 }
 
 #[cfg(test)]

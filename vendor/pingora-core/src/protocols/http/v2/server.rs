@@ -20,6 +20,7 @@ use h2::server;
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::header::HeaderName;
+// clustergate change 5: no `http::uri::PathAndQuery`, request_summary prints the path alone
 use http::{header, HeaderMap, Response, StatusCode};
 use log::{debug, warn};
 use pingora_http::{RequestHeader, ResponseHeader};
