@@ -13,7 +13,7 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 
 use crate::config::LogFormat;
-use crate::decimal::push_decimal;
+use crate::decimal::{push_decimal, push_padded};
 use crate::logs::{self, LogWriter};
 use crate::routes::Route;
 
@@ -159,7 +159,7 @@ fn text_line(served: &Served<'_>, micros: u64, in_span: bool) -> String {
     line.push_str(" route=");
     push_debug_str(&mut line, served.route.label());
     line.push_str(" status=");
-    push_decimal(&mut line, u64::from(served.status));
+    push_decimal(&mut line, served.status);
     line.push_str(" backend=");
     push_debug_str(&mut line, served.backend.unwrap_or(""));
     line.push_str(" micros=");
@@ -194,9 +194,7 @@ fn push_timestamp(line: &mut String, now: std::time::SystemTime) {
         return push_timestamp_by_tracing(line);
     }
     let micros = since_epoch.subsec_micros();
-    for place in [100_000, 10_000, 1_000, 100, 10, 1] {
-        line.push(char::from(b'0' + (micros / place % 10) as u8));
-    }
+    push_padded(line, micros, 6);
     line.push('Z');
 }
 

@@ -76,7 +76,7 @@ fn ip_text(ip: IpAddr) -> String {
         if i > 0 {
             text.push('.');
         }
-        push_decimal(&mut text, u64::from(octet));
+        push_decimal(&mut text, octet);
     }
     text
 }

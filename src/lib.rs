@@ -25,6 +25,9 @@
 //! where log lines go (`main`). `import` is `clustergate users import`: the dashboard's
 //! accounts as a users file and a roles file.
 
+// The few libc calls allow it where they are, each with its SAFETY note.
+#![deny(unsafe_code)]
+
 mod access;
 mod access_log;
 mod app;

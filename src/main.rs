@@ -1,5 +1,7 @@
 //! The `clustergate` command: run the gateway, check a configuration, hash a password.
 
+#![deny(unsafe_code)]
+
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -18,7 +18,7 @@ use crate::state::StoreHealth;
 use children::Children;
 
 pub use deployment::DeploymentMetrics;
-use labels::{itoa_status, method_index, METHOD_LABELS};
+use labels::{method_index, status_label, METHOD_LABELS};
 pub use labels::{ConnectionRefusal, LoginResult, TokenCheckResult};
 pub use logs::LogMetrics;
 
@@ -263,11 +263,10 @@ impl Metrics {
         let method = method_index(method);
         let key = requests_key(route, method, status);
         let requests = self.requests_by_key.get(&key, || {
-            let digits = itoa_status(status);
-            let status = std::str::from_utf8(&digits).unwrap_or("0");
+            let status = status_label(status);
             let child =
                 self.requests
-                    .with_label_values(&[route.label(), METHOD_LABELS[method], status]);
+                    .with_label_values(&[route.label(), METHOD_LABELS[method], &status]);
             (key, child)
         });
         requests.inc();
@@ -330,9 +329,8 @@ impl Metrics {
             (server.into(), ServerChildren { duration, statuses })
         });
         let responses = children.statuses.get(&status, || {
-            let digits = itoa_status(status);
-            let label = std::str::from_utf8(&digits).unwrap_or("0");
-            let child = self.upstream_requests.with_label_values(&[server, label]);
+            let label = status_label(status);
+            let child = self.upstream_requests.with_label_values(&[server, &label]);
             (status, child)
         });
         responses.inc();

@@ -32,6 +32,7 @@ impl fmt::Debug for Secret {
 /// Makes this process non-dumpable: no core file when it crashes and no ptrace attach by
 /// another process of the same user, since its memory holds the signing keys, the service
 /// account's password and token, and users' passwords during a login.
+#[allow(unsafe_code)] // libc calls, each with its SAFETY note
 pub fn forbid_core_dumps() -> std::io::Result<()> {
     // SAFETY: PR_SET_DUMPABLE takes plain integers and only changes this process's flag.
     let result = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
@@ -55,12 +56,14 @@ pub fn kept_from_others(metadata: &std::fs::Metadata) -> bool {
     mode & 0o037 == 0 && metadata.uid() == 0 && !running_as_root() && in_own_groups(metadata.gid())
 }
 
+#[allow(unsafe_code)] // libc calls, each with its SAFETY note
 fn running_as_root() -> bool {
     // SAFETY: geteuid takes nothing and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
 /// Whether `gid` is this process's effective group or one of its supplementary groups.
+#[allow(unsafe_code)] // libc calls, each with its SAFETY note
 fn in_own_groups(gid: u32) -> bool {
     // SAFETY: getegid takes nothing and cannot fail.
     if unsafe { libc::getegid() } == gid {
@@ -172,6 +175,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(unsafe_code)] // prctl(PR_GET_DUMPABLE) takes plain integers
     fn the_process_is_not_dumpable_once_it_forbids_core_dumps() {
         forbid_core_dumps().unwrap();
         // SAFETY: PR_GET_DUMPABLE takes no pointer.

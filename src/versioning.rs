@@ -28,9 +28,9 @@ impl ApiVersion {
         text.push_str("application/vnd.");
         text.push_str(vendor);
         text.push_str(".api.v");
-        push_decimal(&mut text, u64::from(self.major));
+        push_decimal(&mut text, self.major);
         text.push('.');
-        push_decimal(&mut text, u64::from(self.minor));
+        push_decimal(&mut text, self.minor);
         text.push_str("+json");
         text
     }

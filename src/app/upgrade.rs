@@ -58,6 +58,7 @@ pub struct SelfUpgrade {
 }
 
 impl SelfUpgrade {
+    #[allow(unsafe_code)] // kill(2) on our own pid: see its SAFETY note
     fn upgrade(&self) {
         let Invocation { program, run_args } = &self.invocation;
         let started = Command::new(program)

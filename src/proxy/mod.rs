@@ -255,8 +255,7 @@ impl ProxyHttp for Gateway {
         e: &Error,
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
-        // Boxed: rare, and its future large (see `upstream_response_filter`).
-        let Some(error) = Box::pin(self.failure_answer(session, e, ctx)).await else {
+        let Some(error) = self.failure_answer(session, e, ctx).await else {
             return FailToProxy {
                 error_code: 0,
                 can_reuse_downstream: false,

@@ -30,7 +30,8 @@ impl Gateway {
         };
         let resendable = session.req_header().method.is_idempotent();
         Some(match resendable && session.response_written().is_none() {
-            true => self.confirm(error, ctx).await,
+            // Boxed: rare, and its future large (a probe of the manager).
+            true => Box::pin(self.confirm(error, ctx)).await,
             false => error,
         })
     }

@@ -225,6 +225,7 @@ const HASHING_NICE: libc::c_int = 10;
 
 /// Lowers the calling thread's CPU priority, once (Linux keeps a nice value per thread; a
 /// blocking-pool thread keeps it for the next hash). Best effort: a failure leaves it as is.
+#[allow(unsafe_code)] // libc calls, each with its SAFETY note
 fn yield_cpu_to_requests() {
     thread_local! {
         static LOWERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -242,6 +243,7 @@ fn yield_cpu_to_requests() {
 /// Each argon2 hash allocates and frees a 19 MiB block, often on a thread that then
 /// sleeps, so the allocator would keep it cached (measured: 36 MB resident at start-up,
 /// 44 MB after a login). Give the thread's freed memory back to the OS now.
+#[allow(unsafe_code)] // libc calls, each with its SAFETY note
 fn return_freed_memory() {
     // SAFETY: mi_collect only releases memory that is already freed; it takes no pointers.
     unsafe { libmimalloc_sys::mi_collect(true) }
@@ -252,6 +254,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(unsafe_code)] // libc calls, each with its SAFETY note
     fn a_hashing_thread_runs_at_a_lower_priority_than_the_others() {
         // SAFETY: getpriority and gettid take plain integers.
         let nice =
