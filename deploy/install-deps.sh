@@ -7,7 +7,8 @@
 #                                     deploy/ceph-dev/start-dashboard.sh), and
 #                                     Schemathesis and kubernetes-validate in .test-venv/ for
 #                                     tests/api_fuzz.rs and tests/kubernetes.rs
-#                                     (CG_TEST_VENV: another place for that venv)
+#                                     (CG_TEST_VENV: another place for that venv),
+#                                     and the browser test's driver in tests/ui
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -26,6 +27,11 @@ missing=()
 for pkg in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
+# Debian's nodejs comes without npm (its own package); another nodejs (NodeSource's) has it
+# and conflicts with Debian's npm.
+if $testing && ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
+fi
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "install-deps: cargo is not on PATH; install a Rust toolchain (rustup) first" >&2
@@ -75,9 +81,23 @@ install_test_venv() {
   printf '%s\n' "$stamp" >"$venv/.installed"
 }
 
+# The browser test's driver (playwright-core, pinned by tests/ui/package-lock.json; it
+# downloads no browser: the test drives Debian's chromium), made again when the lock changes.
+install_ui_driver() {
+  local ui=$repo/tests/ui stamp
+  stamp=$(sha256sum "$ui/package-lock.json" | cut -d' ' -f1)
+  if [[ -f "$ui/node_modules/playwright-core/package.json" && "$(cat "$ui/node_modules/.installed" 2>/dev/null)" == "$stamp" ]]; then
+    return
+  fi
+  echo "install-deps: installing the browser test's driver into tests/ui/node_modules" >&2
+  (cd "$ui" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent)
+  printf '%s\n' "$stamp" >"$ui/node_modules/.installed"
+}
+
 if ((${#missing[@]} > 0)); then
   install_packages
 fi
 if $testing; then
   install_test_venv
+  install_ui_driver
 fi

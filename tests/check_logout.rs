@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 use serde_json::json;
 
@@ -211,7 +213,9 @@ async fn logout_twice_with_the_same_token_answers_200_both_times() {
 async fn logout_of_an_expired_token_the_gateway_issued_answers_200() {
     let gw = Gateway::new().user(User::admin()).token_ttl(1).start();
     let token = gw.login(ADMIN, ADMIN_PW).await;
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let expired = || async { gw.check(&token).await.json().get("login_url").is_some() };
+    let (every, deadline) = (Duration::from_millis(100), Duration::from_secs(10));
+    eventually("the token expires", every, deadline, expired).await;
     assert_login_url(&gw.check(&token).await);
     let r = gw.logout(&token).await;
     assert_eq!(r.status, 200, "{}", r.text());

@@ -255,7 +255,7 @@ async fn a_user_token_the_dashboard_refuses_ends_the_session_and_is_never_replac
     let token = gw.login(&user, password).await;
     assert_eq!(gw.api_get("/api/pool", Some(&token)).await.status, 200);
     // The dashboard refuses tokens issued before a password change (compared per second).
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    next_wall_clock_second().await;
     dash.set_password(&user, password);
     // The dashboard's 401 reaches the client (the service account would have answered 200)...
     assert_eq!(gw.api_get("/api/pool", Some(&token)).await.status, 401);

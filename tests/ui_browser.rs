@@ -45,56 +45,21 @@ fn found(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Debian's chromium (and node and npm, which the machine normally has), installed like
-/// deploy/ceph-dev installs Ceph: only when missing, never with `CG_UI_INSTALL=never`.
-fn system_packages() {
-    let mut missing = Vec::new();
-    if !Path::new(CHROMIUM).exists() {
-        missing.push("chromium");
+/// What the browser test runs with, installed by `deploy/install-deps.sh --test` (never
+/// here: a test installs nothing): Debian's chromium and node, and playwright-core (which
+/// downloads no browser) in tests/ui/node_modules.
+fn assert_installed(ui: &Path) {
+    let driver = ui.join("node_modules/playwright-core/package.json");
+    for (present, what) in [
+        (Path::new(CHROMIUM).exists(), CHROMIUM),
+        (found("node"), "node"),
+        (driver.exists(), "tests/ui/node_modules/playwright-core"),
+    ] {
+        assert!(
+            present,
+            "{what} is missing: run deploy/install-deps.sh --test"
+        );
     }
-    if !found("node") || !found("npm") {
-        missing.extend(["nodejs", "npm"]);
-    }
-    if missing.is_empty() {
-        return;
-    }
-    assert!(
-        std::env::var("CG_UI_INSTALL").as_deref() != Ok("never"),
-        "missing: {missing:?} (apt-get install {})",
-        missing.join(" ")
-    );
-    let install = || {
-        Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends"])
-            .args(&missing)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdin(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !install() {
-        let _ = Command::new("apt-get").arg("update").status();
-        assert!(install(), "apt-get install {} failed", missing.join(" "));
-    }
-}
-
-/// `npm ci` in tests/ui when playwright-core is not installed there (node_modules is not
-/// committed). playwright-core downloads no browser.
-fn node_modules(ui: &Path) {
-    if ui
-        .join("node_modules/playwright-core/package.json")
-        .exists()
-    {
-        return;
-    }
-    let status = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund"])
-        .current_dir(ui)
-        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-        .stdin(Stdio::null())
-        .status()
-        .expect("run npm ci in tests/ui");
-    assert!(status.success(), "npm ci in tests/ui failed");
 }
 
 /// The screenshots' folder, emptied.
@@ -138,8 +103,7 @@ fn run_driver(mut cmd: Command) -> (Option<i32>, String) {
 fn the_dashboards_web_ui_works_through_the_gateway() {
     let started = Instant::now();
     let ui = repo().join("tests/ui");
-    system_packages();
-    node_modules(&ui);
+    assert_installed(&ui);
 
     let dash = Dashboard::dedicated(DashboardOptions {
         standby: true,

@@ -114,7 +114,7 @@ async fn a_revoked_service_token_is_replaced_once_and_the_request_still_succeeds
     let (logins_before, refusals_before) = (logins(&gw).await, upstream_401s(&gw).await);
 
     // The dashboard compares whole seconds: tokens from an earlier second are revoked.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    next_wall_clock_second().await;
     dash.revoke_service_tokens();
     let r = dash
         .send(Method::GET, "/api/summary", Some(&witness), V1, None)

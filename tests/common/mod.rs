@@ -45,6 +45,7 @@ pub use users::*;
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 pub const V1: &str = "application/vnd.ceph.api.v1.0+json";
 pub const BIN: &str = env!("CARGO_BIN_EXE_clustergate");
@@ -56,6 +57,42 @@ pub const POOLMGR: &str = "poolmgr";
 pub const POOLMGR_PW: &str = "P00lmgr-Ceph-Pass";
 /// The secret `Gateway::known_secret` writes; tests forge tokens with it.
 pub const TEST_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// Polls `done` every `every` until it holds; fails after `deadline`. For what a test
+/// waits on (a token's expiry, a lock's end): a fixed sleep is either too short on a busy
+/// machine or longer than needed.
+pub async fn eventually<F, Fut>(what: &str, every: Duration, deadline: Duration, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !done().await {
+        assert!(
+            started.elapsed() < deadline,
+            "{what}: not after {deadline:?}"
+        );
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Returns once the wall clock's second has changed: the dashboard compares token times in
+/// whole seconds (a password change or a revocation refuses the tokens of earlier seconds).
+pub async fn next_wall_clock_second() {
+    let second = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    };
+    let now = second();
+    eventually(
+        "the next second",
+        Duration::from_millis(10),
+        Duration::from_secs(2),
+        || async { second() > now },
+    )
+    .await;
+}
 
 /// Run the binary with arguments and optional stdin.
 pub fn cli(args: &[&str], stdin: Option<&str>) -> Output {
