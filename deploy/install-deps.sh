@@ -4,7 +4,9 @@
 #   deploy/install-deps.sh            build dependencies (cmake, a C compiler)
 #   deploy/install-deps.sh --test     also what the test suite uses (the real Ceph
 #                                     dashboard's packages are installed by
-#                                     deploy/ceph-dev/start-dashboard.sh), and
+#                                     deploy/ceph-dev/start-dashboard.sh), the Debian roots
+#                                     that run Ceph 18.2 and 20.2 (built once, ~4-5 min
+#                                     each, then cached: no test downloads anything), and
 #                                     Schemathesis and kubernetes-validate in .test-venv/ for
 #                                     tests/api_fuzz.rs and tests/kubernetes.rs
 #                                     (CG_TEST_VENV: another place for that venv),
@@ -19,8 +21,9 @@ if [[ "${1:-}" == "--test" ]]; then
   # curl for the dashboard harness; Chromium and Node for the browser tests; Redis and
   # HAProxy for the tests of several gateways; Prometheus (and its promtool) for the
   # deploy kit's scrape config, alert rules and their unit tests; Python's venv for the
-  # API fuzzer; patch for deploy/tools/vendor-patches.sh (the vendored pingora's check).
-  want+=(curl chromium nodejs redis-server haproxy prometheus python3 python3-venv patch)
+  # API fuzzer; patch for deploy/tools/vendor-patches.sh (the vendored pingora's check);
+  # debootstrap for the Debian roots of Ceph 18.2 and 20.2.
+  want+=(curl chromium nodejs redis-server haproxy prometheus python3 python3-venv patch debootstrap)
 fi
 
 missing=()
@@ -97,7 +100,18 @@ install_ui_driver() {
 if ((${#missing[@]} > 0)); then
   install_packages
 fi
+# Ceph 18.2 (trixie) and 20.2 (forky) for the tests that run against every release: each
+# root is built once into /var/cache/clustergate-ceph-dev and reused (needs root).
+install_release_roots() {
+  local release sudo=()
+  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+  for release in 18.2 20.2; do
+    "${sudo[@]}" "$repo/deploy/ceph-dev/release-root.sh" build "$release" >/dev/null
+  done
+}
+
 if $testing; then
   install_test_venv
   install_ui_driver
+  install_release_roots
 fi

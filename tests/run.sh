@@ -2,10 +2,34 @@
 # Runs the whole test suite: formatting, lints, the shipped configuration, unit and
 # integration tests (the API fuzzer, tests/api_fuzz.rs, among them). Installs what a fresh
 # Debian 12 machine lacks first (Schemathesis included), and starts a real Ceph dashboard
-# for the integration tests (stopped again on exit).
+# for the integration tests, and one of Ceph 18.2 and of 20.2 for the tests that run against
+# every release (all stopped again on exit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install-deps.sh --test
+
+declare -A release_dirs=() release_jobs=()
+conf_copy=$(mktemp -d)
+dash_dir=$(mktemp -d /tmp/clustergate-test-ceph.XXXXXX)
+cleanup() {
+  deploy/ceph-dev/stop-dashboard.sh "$dash_dir" --purge >/dev/null 2>&1 || true
+  for release in "${!release_dirs[@]}"; do
+    wait "${release_jobs[$release]}" 2>/dev/null || true
+    deploy/ceph-dev/stop-dashboard.sh "${release_dirs[$release]}" --purge >/dev/null 2>&1 || true
+    rm -f "${release_dirs[$release]}.log"
+  done
+  rm -rf "$conf_copy"
+}
+trap cleanup EXIT
+
+# 18.2's and 20.2's dashboards start in the background while the lints run; each start's
+# output (its time included) is in DIR.log.
+for release in 18.2 20.2; do
+  release_dirs[$release]=$(mktemp -d "/tmp/clustergate-test-ceph-$release.XXXXXX")
+  deploy/ceph-dev/start-dashboard.sh --release "$release" "${release_dirs[$release]}" \
+    >"${release_dirs[$release]}.log" 2>&1 &
+  release_jobs[$release]=$!
+done
 
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
@@ -14,13 +38,6 @@ deploy/tools/vendor-patches.sh --check
 deploy/tools/check-imports.py
 
 # The shipped configuration must validate (with a stand-in service account password).
-conf_copy=$(mktemp -d)
-dash_dir=$(mktemp -d /tmp/clustergate-test-ceph.XXXXXX)
-cleanup() {
-  deploy/ceph-dev/stop-dashboard.sh "$dash_dir" --purge >/dev/null 2>&1 || true
-  rm -rf "$conf_copy"
-}
-trap cleanup EXIT
 cp -r conf/. "$conf_copy/"
 printf 'stand-in' > "$conf_copy/upstream.pass"
 chmod 600 "$conf_copy/upstream.pass"
@@ -30,5 +47,14 @@ cargo run --locked --quiet -- check-config --config "$conf_copy/clustergate.toml
 # its settings start their own.
 deploy/ceph-dev/start-dashboard.sh "$dash_dir" >/dev/null
 export CG_TEST_DASHBOARD_ENV="$dash_dir/dashboard.env"
+for release in 18.2 20.2; do
+  if ! wait "${release_jobs[$release]}"; then
+    cat "${release_dirs[$release]}.log" >&2
+    echo "run.sh: the Ceph $release dashboard did not start" >&2
+    exit 1
+  fi
+  grep -h 'ready:' "${release_dirs[$release]}.log" >&2
+  export "CG_TEST_DASHBOARD_ENV_${release/./_}=${release_dirs[$release]}/dashboard.env"
+done
 
 cargo test --locked

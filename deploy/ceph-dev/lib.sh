@@ -16,7 +16,7 @@ unset CEPH_ARGS
 
 # the keys of DIR/dashboard.env, in file order
 CGD_ENV_KEYS=(
-  CG_CEPH_DIR CG_CEPH_CONF
+  CG_CEPH_RELEASE CG_CEPH_DIR CG_CEPH_CONF
   CG_DASH_URL CG_DASH_STANDBY_URL CG_DASH_URLS
   CG_DASH_TLS CG_DASH_CA_CERT
   CG_ADMIN_USER CG_ADMIN_PASSWORD
@@ -70,10 +70,30 @@ lock_dir() {
   die 1 "$DIR keeps being replaced; giving up"
 }
 
+# ------------------------------------------------------------------ the Ceph release
+# 16.2 runs from the host's own packages; 18.2 and 20.2 run inside their Debian root
+# (release-root.sh), every ceph command prefixed with CGD_IN_ROOT. DIR/release names the
+# release of an instance from its first daemon on (stop-dashboard.sh and mgr.sh read it).
+CGD_RELEASES='16.2 18.2 20.2'
+CGD_RELEASE=16.2
+CGD_IN_ROOT=()
+release_setup() {  # RELEASE -> sets CGD_RELEASE and CGD_IN_ROOT (DIR must be set)
+  case " $CGD_RELEASES " in *" $1 "*) ;; *) die 2 "unknown Ceph release '$1' (one of: $CGD_RELEASES)" ;; esac
+  CGD_RELEASE=$1
+  if [ "$1" = 16.2 ]; then CGD_IN_ROOT=()
+  else CGD_IN_ROOT=("$(dirname "$(realpath "${BASH_SOURCE[0]}")")/release-root.sh" run "$1" --bind "$DIR" --); fi
+}
+release_load() {  # the release of the instance in DIR (16.2 for one without DIR/release)
+  local r=16.2
+  [ ! -f "$DIR/release" ] || r=$(cat "$DIR/release")
+  release_setup "$r"
+}
+
 # ------------------------------------------------------------------ processes
 # pid_is_ours PID NAME [DIR]: true if PID is the daemon NAME (mon.a, mgr.x, mgr.y) started by
 # these scripts with DIR/ceph.conf, i.e. /proc/PID/cmdline is
-# "ceph-<type> -f -i <id> -c DIR/ceph.conf" (or still "setsid ceph-<type> ..." right after start).
+# "ceph-<type> -f -i <id> -c DIR/ceph.conf", or ends so while its launchers (setsid, and for
+# 18.2/20.2 release-root.sh, unshare, sh and chroot) still exec their way to it.
 pid_is_ours() {
   local pid=$1 name=$2 dir=${3:-$DIR} type id
   local -a argv=()
@@ -81,7 +101,7 @@ pid_is_ours() {
   [[ $pid =~ ^[1-9][0-9]*$ ]] || return 1
   { mapfile -d '' -t argv <"/proc/$pid/cmdline"; } 2>/dev/null || return 1
   [ "${#argv[@]}" -ge 6 ] || return 1
-  if [ "${argv[0]##*/}" = setsid ]; then argv=("${argv[@]:1}"); fi
+  argv=("${argv[@]: -6}")
   [ "${argv[0]##*/}" = "ceph-$type" ] && [ "${argv[1]}" = -f ] && [ "${argv[2]}" = -i ] &&
     [ "${argv[3]}" = "$id" ] && [ "${argv[4]}" = -c ] && [ "${argv[5]:-}" = "$dir/ceph.conf" ]
 }
@@ -139,7 +159,7 @@ start_daemon() {
       fd=${fd##*/}
       if [ "$fd" -gt 2 ] 2>/dev/null; then exec {fd}>&- 2>/dev/null || true; fi
     done
-    exec setsid "ceph-${name%%.*}" -f -i "${name#*.}" -c "$DIR/ceph.conf" \
+    exec setsid ${CGD_IN_ROOT[@]+"${CGD_IN_ROOT[@]}"} "ceph-${name%%.*}" -f -i "${name#*.}" -c "$DIR/ceph.conf" \
       </dev/null >>"$DIR/log/$name.stdout" 2>&1
   ) &
   pid=$!
@@ -161,7 +181,7 @@ wait_for() {  # description command...   (bounded by CGD_TIMEOUT)
 }
 
 # ------------------------------------------------------------------ ceph CLI and HTTP
-cg_ceph() { timeout 60 ceph -c "$DIR/ceph.conf" --connect-timeout 15 "$@"; }
+cg_ceph() { timeout 60 ${CGD_IN_ROOT[@]+"${CGD_IN_ROOT[@]}"} ceph -c "$DIR/ceph.conf" --connect-timeout 15 "$@"; }
 
 mgr_stat() {  # -> "EPOCH AVAILABLE(true|false) ACTIVE_NAME NUM_STANDBY"
   local js

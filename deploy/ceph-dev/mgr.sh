@@ -51,6 +51,7 @@ CMD=$1; shift
 if [[ $CMD =~ ^(stop|start|restart)-(.+)$ ]]; then CMD=${BASH_REMATCH[1]}; set -- "${BASH_REMATCH[2]}" "$@"; fi
 
 if [ ! -f "$DIR/$CGD_MARKER" ] || ! env_load; then die 1 "$DIR holds no instance started by start-dashboard.sh"; fi
+release_load
 curl_setup
 
 ALL_MGRS=(x); [ -z "${CG_DASH_STANDBY_URL:-}" ] || ALL_MGRS+=(y)

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# start-dashboard.sh -- start a REAL Ceph 16.2 manager dashboard on 127.0.0.1 for clustergate's
-# integration tests, benchmarks and trials: one ceph-mon "a", one ceph-mgr "x" (and with
-# CG_CEPH_STANDBY=1 a standby ceph-mgr "y"), no OSDs, cephx on, no systemd, every port chosen
-# free at run time, all state, logs and sockets under one directory.
+# start-dashboard.sh -- start a REAL Ceph manager dashboard (16.2, 18.2 or 20.2) on 127.0.0.1
+# for clustergate's integration tests, benchmarks and trials: one ceph-mon "a", one ceph-mgr
+# "x" (and with CG_CEPH_STANDBY=1 a standby ceph-mgr "y"), no OSDs, cephx on, no systemd, every
+# port chosen free at run time, all state, logs and sockets under one directory.
 #
-#   deploy/ceph-dev/start-dashboard.sh [DIR]     DIR default: $CG_CEPH_DIR or /tmp/clustergate-ceph
+#   deploy/ceph-dev/start-dashboard.sh [--release 16.2|18.2|20.2] [DIR]
+#                                    DIR default: $CG_CEPH_DIR or /tmp/clustergate-ceph
+#                                    release default: $CG_CEPH_RELEASE or 16.2
+#
+# 16.2 runs from the host's Debian 12 packages; 18.2 (trixie) and 20.2 (forky) run inside a
+# Debian root that release-root.sh builds on first use and caches (root needed).
 #
 # Prints the active dashboard URL on stdout (progress goes to stderr) and writes
 # DIR/dashboard.env (source it). Idempotent: when DIR's daemons are alive and the service
@@ -19,12 +24,20 @@ CGD_PROG='start-dashboard.sh'
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 . "$(dirname "$(realpath "$0")")/lib.sh"
 
-case "${1:-}" in
-  -h|--help) usage_header; exit 0 ;;
-  -*) die 2 "unknown option '$1' (usage: start-dashboard.sh [DIR])" ;;
-esac
-[ $# -le 1 ] || die 2 "too many arguments (usage: start-dashboard.sh [DIR])"
-DIR=$(resolve_dir "${1:-${CG_CEPH_DIR:-/tmp/clustergate-ceph}}")
+USAGE='usage: start-dashboard.sh [--release 16.2|18.2|20.2] [DIR]'
+REQ_RELEASE=${CG_CEPH_RELEASE:-}
+arg_dir=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage_header; exit 0 ;;
+    --release) [ $# -ge 2 ] || die 2 "--release needs a value ($USAGE)"; REQ_RELEASE=$2; shift 2 ;;
+    --release=*) REQ_RELEASE=${1#--release=}; shift ;;
+    -*) die 2 "unknown option '$1' ($USAGE)" ;;
+    *) [ -z "$arg_dir" ] || die 2 "too many arguments ($USAGE)"; arg_dir=$1; shift ;;
+  esac
+done
+DIR=$(resolve_dir "${arg_dir:-${CG_CEPH_DIR:-/tmp/clustergate-ceph}}")
+release_setup "${REQ_RELEASE:-16.2}"
 # Everything but the final URL goes to stderr: stdout is kept on fd 3.
 exec 3>&1 1>&2
 
@@ -40,6 +53,10 @@ if [ "$REQ_BEHAVIOUR" = redirect ]; then REQ_CODE=303; else REQ_CODE=${REQ_STATU
 REQ_JWT_TTL=${CG_CEPH_JWT_TTL:-}
 [ -z "$REQ_JWT_TTL" ] || [[ $REQ_JWT_TTL =~ ^[1-9][0-9]*$ ]] || die 2 "CG_CEPH_JWT_TTL must be a positive number of seconds"
 [[ $CGD_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die 2 "CG_CEPH_TIMEOUT must be a positive number of seconds"
+# Reef's certificate check imports trixie's python3-cryptography (PyO3), which no ceph-mgr
+# sub-interpreter can load: its HTTPS port never opens.
+[ "$REQ_TLS" = 0 ] || [ "$CGD_RELEASE" != 18.2 ] ||
+  die 2 "CG_CEPH_TLS=1 does not work with Ceph 18.2 from Debian (python3-cryptography cannot load in ceph-mgr); use 16.2 or 20.2"
 
 # ------------------------------------------------------------------ packages
 PKGS=(ceph-mon ceph-mgr ceph-mgr-dashboard ceph-common uuid-runtime curl openssl)
@@ -76,12 +93,18 @@ install_packages() {
 }
 INSTALL=${CG_CEPH_INSTALL:-auto}
 is_true "${CG_CEPH_NO_INSTALL:-}" && INSTALL=never
-case "$INSTALL" in
-  auto) if packages_missing; then install_packages; fi ;;
-  always) install_packages ;;
-  never) if packages_missing; then die 3 "ceph packages missing and installing is forbidden; install: ${PKGS[*]}"; fi ;;
-  *) die 2 "CG_CEPH_INSTALL must be auto, always or never" ;;
-esac
+case "$INSTALL" in auto|always|never) ;; *) die 2 "CG_CEPH_INSTALL must be auto, always or never" ;; esac
+if [ "$CGD_RELEASE" != 16.2 ]; then
+  # the release's root: built (and timed) on first use, then reused
+  if [ "$INSTALL" = never ]; then "${CGD_IN_ROOT[0]}" path "$CGD_RELEASE" >/dev/null || exit 3
+  else "${CGD_IN_ROOT[0]}" build "$CGD_RELEASE" >/dev/null || exit 3; fi
+else
+  case "$INSTALL" in
+    auto) if packages_missing; then install_packages; fi ;;
+    always) install_packages ;;
+    never) if packages_missing; then die 3 "ceph packages missing and installing is forbidden; install: ${PKGS[*]}"; fi ;;
+  esac
+fi
 
 # ------------------------------------------------------------------ lock DIR, reuse a live instance
 mkdir -p "$DIR" || die 2 "cannot create $DIR"
@@ -104,6 +127,8 @@ healthy() {  # the active mgr answers POST /api/auth with 201 for the service ac
 existing_instance() {  # DIR has live daemons: exit 0 if healthy and as requested, else exit 4
   local problems=() want_mgrs=2 active url
   env_load || die 4 "$DIR has live ceph daemons but no dashboard.env; run stop-dashboard.sh $DIR"
+  [ -z "$REQ_RELEASE" ] || [ "$REQ_RELEASE" = "$CGD_RELEASE" ] ||
+    problems+=("Ceph $REQ_RELEASE requested, instance runs $CGD_RELEASE")
   [ -n "${CG_DASH_STANDBY_URL:-}" ] || want_mgrs=1
   [ "$(live_daemons)" = $((1 + want_mgrs)) ] &&
     pid_is_ours "$(pids_get mon.a)" mon.a && pid_is_ours "$(pids_get mgr.x)" mgr.x ||
@@ -147,7 +172,7 @@ for k in CG_ADMIN_USER CG_ADMIN_PASSWORD CG_VIEWER_USER CG_VIEWER_PASSWORD CG_PO
          CG_POOLMGR_PASSWORD CG_SERVICE_USER CG_SERVICE_PASSWORD; do
   printf -v "REQ_$k" '%s' "${!k:-}"
 done
-if [ "$(live_daemons)" -gt 0 ]; then existing_instance; fi
+if [ "$(live_daemons)" -gt 0 ]; then release_load; existing_instance; fi
 
 # ------------------------------------------------------------------ fresh state in DIR
 if [ -n "$(ls -A "$DIR")" ] && [ ! -e "$DIR/$CGD_MARKER" ]; then
@@ -156,6 +181,7 @@ fi
 # wipe the contents but keep the directory itself: it carries our lock
 find "$DIR" -mindepth 1 -delete
 : >"$DIR/$CGD_MARKER"
+printf '%s\n' "$CGD_RELEASE" >"$DIR/release"
 chmod 700 "$DIR"
 mkdir -p "$DIR"/{mon/ceph-a,mgr/ceph-x,log,run,tls}
 [ "$REQ_STANDBY" = 0 ] || mkdir -p "$DIR/mgr/ceph-y"
@@ -239,6 +265,7 @@ reg_locked choose_ports
 log "ports: mon v2 $CG_MON_PORT v1 $CG_MON_V1_PORT, dashboard x $CG_DASH_X_PORT${CG_DASH_Y_PORT:+ y $CG_DASH_Y_PORT}, mgr messenger $CG_MSGR_PORT_MIN-$CG_MSGR_PORT_MAX"
 
 if [ "$REQ_TLS" = 1 ]; then SCHEME=https; else SCHEME=http; fi
+CG_CEPH_RELEASE=$CGD_RELEASE
 CG_CEPH_DIR=$DIR
 CG_CEPH_CONF=$CONF
 CG_DASH_TLS=$REQ_TLS
@@ -309,18 +336,19 @@ EOF
 
 log "creating keys and the monmap in $DIR"
 (
-  cd "$DIR"
-  ceph-authtool --create-keyring mon.keyring --gen-key -n mon. --cap mon 'allow *' >/dev/null
-  ceph-authtool --create-keyring keyring --gen-key -n client.admin \
+  # absolute paths: inside a release's root the tools start in its /
+  tool() { ${CGD_IN_ROOT[@]+"${CGD_IN_ROOT[@]}"} "$@"; }
+  tool ceph-authtool --create-keyring "$DIR/mon.keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
+  tool ceph-authtool --create-keyring "$DIR/keyring" --gen-key -n client.admin \
     --cap mon 'allow *' --cap osd 'allow *' --cap mds 'allow *' --cap mgr 'allow *' >/dev/null
-  ceph-authtool mon.keyring --import-keyring keyring >/dev/null
+  tool ceph-authtool "$DIR/mon.keyring" --import-keyring "$DIR/keyring" >/dev/null
   for id in x ${CG_DASH_Y_PORT:+y}; do
-    ceph-authtool --create-keyring "mgr/ceph-$id/keyring" --gen-key -n "mgr.$id" \
+    tool ceph-authtool --create-keyring "$DIR/mgr/ceph-$id/keyring" --gen-key -n "mgr.$id" \
       --cap mon 'allow profile mgr' --cap osd 'allow *' --cap mds 'allow *' >/dev/null
-    ceph-authtool mon.keyring --import-keyring "mgr/ceph-$id/keyring" >/dev/null
+    tool ceph-authtool "$DIR/mon.keyring" --import-keyring "$DIR/mgr/ceph-$id/keyring" >/dev/null
   done
-  monmaptool --create --addv a "$MON_ADDRS" --fsid "$FSID" monmap >/dev/null
-  ceph-mon -c "$CONF" --mkfs -i a --monmap monmap --keyring mon.keyring >log/mon.a.mkfs 2>&1
+  tool monmaptool --create --addv a "$MON_ADDRS" --fsid "$FSID" "$DIR/monmap" >/dev/null
+  tool ceph-mon -c "$CONF" --mkfs -i a --monmap "$DIR/monmap" --keyring "$DIR/mon.keyring" >"$DIR/log/mon.a.mkfs" 2>&1
 )
 
 if [ "$REQ_TLS" = 1 ]; then

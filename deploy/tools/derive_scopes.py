@@ -49,6 +49,14 @@ itself with /usr/bin/python3 when the current interpreter lacks cherrypy):
     deploy/tools/derive_scopes.py --mgr-dir /path/to/src/pybind/mgr \\
         --openapi /path/to/api-all.json --ceph-version 17.2.9 --output /tmp/s.toml
 
+Ceph 18.2 and 20.2 (conf/scopes-18.2.toml, conf/scopes-20.2.toml): run it with the
+release's own Python and dashboard package, inside the release's Debian root
+(deploy/ceph-dev/release-root.sh), with the dashboard's own offline OpenAPI generator:
+
+    deploy/ceph-dev/release-root.sh run 20.2 --bind "$PWD" -- python3 \
+        "$PWD/deploy/tools/derive_scopes.py" --openapi generate \
+        --output "$PWD/conf/scopes-20.2.toml"
+
 For another Ceph version point --mgr-dir at that version's ``src/pybind/mgr``
 (or /usr/share/ceph/mgr of an installed ceph-mgr-dashboard) and --openapi at
 the ``GET /docs/api-all.json`` of that version (``--openapi generate`` builds it

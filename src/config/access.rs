@@ -8,9 +8,25 @@ use super::parse::Source;
 use super::ConfigErrors;
 use crate::users::{Permission, Scope};
 
-/// The scope table the binary carries: derived from the Ceph 16.2 dashboard's API
-/// (`deploy/tools/derive_scopes.py`), so a configuration file alone starts the gateway.
-const BUILT_IN_TABLE: &str = include_str!("../../conf/scopes.toml");
+/// The scope tables the binary carries, by Ceph release, each derived from that release's
+/// dashboard (`deploy/tools/derive_scopes.py` in its Debian root) and probed against it
+/// (tests/scope_table.rs). The first, 16.2's, is the default: a configuration file alone
+/// starts the gateway.
+const BUILT_IN_TABLES: [(&str, &str); 3] = [
+    ("16.2", include_str!("../../conf/scopes.toml")),
+    ("18.2", include_str!("../../conf/scopes-18.2.toml")),
+    ("20.2", include_str!("../../conf/scopes-20.2.toml")),
+];
+const BUILT_IN_TABLE: &str = BUILT_IN_TABLES[0].1;
+
+/// The built-in scope table (TOML text, the `access.scopes_file` format) of Ceph `release`
+/// (`"16.2"`, `"18.2"`, `"20.2"`), `None` for a release the binary has no table for.
+pub fn built_in_table(release: &str) -> Option<&'static str> {
+    BUILT_IN_TABLES
+        .iter()
+        .find(|(r, _)| *r == release)
+        .map(|(_, table)| *table)
+}
 /// How problems of the built-in table are reported (it is tested, so only a broken build).
 const BUILT_IN_NAME: &str = "built-in scope table";
 
@@ -192,5 +208,37 @@ fn check_named_operations(
                 "{entry:?} is not an operation of the scope table (write it as \"METHOD /path/{{template}}\")"
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each built-in table reads as its release's and passes the checks an operator's
+    /// table gets, the default `access.open_operations` included.
+    #[test]
+    fn every_built_in_table_is_a_valid_table_of_its_release() {
+        for (release, text) in BUILT_IN_TABLES {
+            let file: ScopesFile = toml::from_str(text).expect("a scope table");
+            let version = file.ceph_version.clone().unwrap_or_default();
+            assert!(
+                version.starts_with(&format!("{release}.")),
+                "{release}: {version}"
+            );
+            let mut errors = ConfigErrors::default();
+            let access = AccessSection::default();
+            let at = Path::new(release);
+            let rules: Vec<OperationRule> = file
+                .operation
+                .into_iter()
+                .filter_map(|op| rule(&mut errors, at, "operation", op, &access))
+                .collect();
+            check_named_operations(&mut errors, at, &access, &rules);
+            assert!(errors.is_empty(), "{release}: {errors}");
+            assert!(rules.len() > 250, "{release}: {} operations", rules.len());
+            assert_eq!(built_in_table(release), Some(text));
+        }
+        assert_eq!(built_in_table("19.2"), None);
     }
 }

@@ -21,7 +21,7 @@ mod users;
 
 use std::path::{Path, PathBuf};
 
-pub use access::{AccessConfig, OperationRule};
+pub use access::{built_in_table, AccessConfig, OperationRule};
 pub use auth::{ApiConfig, AuthConfig, AuthSource, LockoutPolicy, DASHBOARD_LOCKOUT_ATTEMPTS};
 pub use error::{ConfigError, ConfigErrors};
 pub use export::{roles_file_text, users_file_text, ExportError, RoleRecord, UserRecord};

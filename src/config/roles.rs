@@ -139,6 +139,19 @@ mod tests {
     }
 
     #[test]
+    fn a_custom_role_grants_the_scopes_ceph_20_2_added() {
+        let roles = "[[roles]]\nname = \"nvme-and-smb\"\n[roles.scopes_permissions]\n\
+            nvme-of = [\"read\"]\nsmb = [\"read\", \"delete\"]\n";
+        let (_dir, config) = load(roles, "\"nvme-and-smb\"");
+        let grants = config.unwrap().users.users[0].custom_roles[0]
+            .grants
+            .clone();
+        assert!(grants.allows(Scope::NvmeOf, Permission::Read));
+        assert!(!grants.allows(Scope::NvmeOf, Permission::Create));
+        assert!(grants.allows(Scope::Smb, Permission::Delete));
+    }
+
+    #[test]
     fn the_shipped_example_loads() {
         let example =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/roles.example.toml");

@@ -1,8 +1,13 @@
 //! The dashboard's security scopes, permissions and system roles (Ceph 16.2.15
 //! `security.py` and `services/access_control.py`), and what a set of roles grants.
+//! Ceph 20.2 adds two scopes, `nvme-of` and `smb`: custom roles may grant them; the system
+//! roles grant them nothing, as on 16.2 and 18.2, which do not have them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// How many scopes the dashboards have together (20.2's 19).
+const SCOPES: usize = 19;
 
 /// A security scope, as the dashboard names it. Declared in the dashboard's sorted order,
 /// which is also the order `permissions` maps are written in.
@@ -18,17 +23,19 @@ pub enum Scope {
     Manager,
     Monitor,
     NfsGanesha,
+    NvmeOf,
     Osd,
     Pool,
     Prometheus,
     RbdImage,
     RbdMirroring,
     Rgw,
+    Smb,
     User,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 17] = [
+    pub const ALL: [Scope; SCOPES] = [
         Scope::Cephfs,
         Scope::ConfigOpt,
         Scope::DashboardSettings,
@@ -39,12 +46,14 @@ impl Scope {
         Scope::Manager,
         Scope::Monitor,
         Scope::NfsGanesha,
+        Scope::NvmeOf,
         Scope::Osd,
         Scope::Pool,
         Scope::Prometheus,
         Scope::RbdImage,
         Scope::RbdMirroring,
         Scope::Rgw,
+        Scope::Smb,
         Scope::User,
     ];
 
@@ -60,12 +69,14 @@ impl Scope {
             Scope::Manager => "manager",
             Scope::Monitor => "monitor",
             Scope::NfsGanesha => "nfs-ganesha",
+            Scope::NvmeOf => "nvme-of",
             Scope::Osd => "osd",
             Scope::Pool => "pool",
             Scope::Prometheus => "prometheus",
             Scope::RbdImage => "rbd-image",
             Scope::RbdMirroring => "rbd-mirroring",
             Scope::Rgw => "rgw",
+            Scope::Smb => "smb",
             Scope::User => "user",
         }
     }
@@ -171,9 +182,12 @@ impl Role {
         Role::ALL.into_iter().find(|r| r.name() == name)
     }
 
-    /// The permission bits this role grants on `scope`.
+    /// The permission bits this role grants on `scope` (on 16.2's scopes only).
     fn grants(self, scope: Scope) -> u8 {
         use Scope::*;
+        if matches!(scope, NvmeOf | Smb) {
+            return 0;
+        }
         match self {
             Role::Administrator => FULL,
             Role::ReadOnly => match scope {
@@ -218,7 +232,7 @@ impl Role {
 /// `permissions` object rendered then too: every token check answers with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grants {
-    bits: [u8; 17],
+    bits: [u8; SCOPES],
     json: Arc<str>,
 }
 
@@ -229,7 +243,7 @@ pub struct UnknownNames(pub Vec<String>);
 
 impl Grants {
     pub fn of(roles: &[Role]) -> Grants {
-        let mut bits = [0u8; 17];
+        let mut bits = [0u8; SCOPES];
         for (i, scope) in Scope::ALL.into_iter().enumerate() {
             bits[i] = roles.iter().fold(0, |acc, r| acc | r.grants(scope));
         }
@@ -242,7 +256,7 @@ impl Grants {
     where
         P: IntoIterator<Item = (&'a str, &'a [String])>,
     {
-        let mut bits = [0u8; 17];
+        let mut bits = [0u8; SCOPES];
         let mut unknown = UnknownNames::default();
         for (scope_name, names) in permissions {
             let Some(scope) = Scope::from_name(scope_name) else {
@@ -268,7 +282,7 @@ impl Grants {
         Grants::from_bits(bits)
     }
 
-    fn from_bits(bits: [u8; 17]) -> Grants {
+    fn from_bits(bits: [u8; SCOPES]) -> Grants {
         // A map of strings to lists of strings always serializes.
         let json = serde_json::to_string(&permissions_map(&bits))
             .unwrap_or_default()
@@ -292,11 +306,11 @@ impl Grants {
     }
 }
 
-fn allows(bits: &[u8; 17], scope: Scope, permission: Permission) -> bool {
+fn allows(bits: &[u8; SCOPES], scope: Scope, permission: Permission) -> bool {
     bits[scope as usize] & permission.bit() != 0
 }
 
-fn permissions_map(bits: &[u8; 17]) -> BTreeMap<&'static str, Vec<&'static str>> {
+fn permissions_map(bits: &[u8; SCOPES]) -> BTreeMap<&'static str, Vec<&'static str>> {
     Scope::ALL
         .into_iter()
         .filter(|s| bits[*s as usize] != 0)
@@ -316,9 +330,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn administrator_has_every_permission_on_all_17_scopes() {
+    fn administrator_has_every_permission_on_all_17_scopes_of_16_2() {
         let map = Grants::of(&[Role::Administrator]).to_map();
         assert_eq!(map.len(), 17);
+        assert!(!map.contains_key("nvme-of") && !map.contains_key("smb"));
         assert!(map
             .values()
             .all(|p| p == &["create", "delete", "read", "update"]));
@@ -346,6 +361,24 @@ mod tests {
         ];
         assert_eq!(map.keys().copied().collect::<Vec<_>>(), expected);
         assert!(map.values().all(|p| p == &["read"]));
+    }
+
+    #[test]
+    fn a_custom_roles_permissions_grant_the_scopes_ceph_20_2_added() {
+        let read = vec!["read".to_string()];
+        let full: Vec<String> = ["create", "delete", "read", "update"]
+            .map(String::from)
+            .into();
+        let (grants, unknown) =
+            Grants::from_permissions([("nvme-of", read.as_slice()), ("smb", full.as_slice())]);
+        assert!(unknown.0.is_empty(), "{:?}", unknown.0);
+        assert!(grants.allows(Scope::NvmeOf, Permission::Read));
+        assert!(!grants.allows(Scope::NvmeOf, Permission::Update));
+        assert!(grants.allows(Scope::Smb, Permission::Delete));
+        assert_eq!(
+            grants.json(),
+            r#"{"nvme-of":["read"],"smb":["create","delete","read","update"]}"#
+        );
     }
 
     #[test]

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Output;
-use std::sync::OnceLock;
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use reqwest::Method;
@@ -22,6 +22,8 @@ const CEPH_CLI_TIMEOUT: &str = "90";
 /// Settings of a dedicated dashboard (the `CG_CEPH_*` variables of start-dashboard.sh).
 #[derive(Clone, Debug, Default)]
 pub struct DashboardOptions {
+    /// The Ceph release (`--release`); `None`: 16.2.
+    pub release: Option<&'static str>,
     /// A standby manager "y" beside the active "x".
     pub standby: bool,
     /// The dashboard's JWT lifetime in seconds (default 28800).
@@ -59,6 +61,39 @@ impl Dashboard {
         })
     }
 
+    /// The dashboard of Ceph `release` shared by the whole run: 16.2's is `shared()`; for
+    /// 18.2 and 20.2 the one `CG_TEST_DASHBOARD_ENV_18_2` or `_20_2` names (tests/run.sh
+    /// starts them), or else one started (or reused) in `target/test-ceph-<release>`.
+    pub fn shared_release(release: &'static str) -> &'static Dashboard {
+        static SHARED: Mutex<BTreeMap<&str, &'static Dashboard>> = Mutex::new(BTreeMap::new());
+        if release == "16.2" {
+            return Dashboard::shared();
+        }
+        let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        shared.entry(release).or_insert_with(|| {
+            let var = format!("CG_TEST_DASHBOARD_ENV_{}", release.replace('.', "_"));
+            let dashboard = match std::env::var_os(&var) {
+                Some(env_file) => Dashboard::from_env_file(Path::new(&env_file), false),
+                None => {
+                    let dir = repo().join(format!("target/test-ceph-{release}"));
+                    let _lock =
+                        LockFile::acquire(repo().join(format!("target/test-ceph-{release}.lock")));
+                    let options = DashboardOptions {
+                        release: Some(release),
+                        ..DashboardOptions::default()
+                    };
+                    Dashboard::start(&dir, &options, false)
+                }
+            };
+            assert_eq!(
+                dashboard.release(),
+                release,
+                "{var} names another release's dashboard"
+            );
+            Box::leak(Box::new(dashboard))
+        })
+    }
+
     /// A dashboard of its own in a fresh temp dir, stopped and purged on drop. Tests of one
     /// binary that need one take turns (whatever `--test-threads` says): on two cores, two
     /// managers starting while another fails over would turn timing into failures.
@@ -81,6 +116,9 @@ impl Dashboard {
     fn start(dir: &Path, options: &DashboardOptions, owned: bool) -> Dashboard {
         let mut cmd = harness_command(&script("start-dashboard.sh"));
         cmd.arg(dir);
+        if let Some(release) = options.release {
+            cmd.args(["--release", release]);
+        }
         if options.standby {
             cmd.env("CG_CEPH_STANDBY", "1");
         }
@@ -139,6 +177,13 @@ impl Dashboard {
         self.env
             .get(key)
             .unwrap_or_else(|| panic!("{key} missing from {}/dashboard.env", self.dir.display()))
+    }
+
+    /// The Ceph release it runs (`16.2`, `18.2` or `20.2`).
+    pub fn release(&self) -> &str {
+        self.env
+            .get("CG_CEPH_RELEASE")
+            .map_or("16.2", String::as_str)
     }
 
     /// The first manager's dashboard (`mgr.x`, active at start).
@@ -224,17 +269,29 @@ impl Dashboard {
         r.json()["token"].as_str().unwrap().to_string()
     }
 
-    /// `ceph -c DIR/ceph.conf ARGS` (bounded by `timeout`).
+    /// `ceph -c DIR/ceph.conf ARGS` (bounded by `timeout`), that release's CLI.
     pub fn ceph(&self, args: &[&str]) -> Output {
         let conf = self.dir.join("ceph.conf");
         let mut cmd = harness_command(Path::new("timeout"));
-        cmd.arg(CEPH_CLI_TIMEOUT)
-            .arg("ceph")
+        cmd.arg(CEPH_CLI_TIMEOUT);
+        self.in_release_root(&mut cmd);
+        cmd.arg("ceph")
             .arg("-c")
             .arg(&conf)
             .args(["--connect-timeout", "15"])
             .args(args);
         cmd.output().expect("run ceph")
+    }
+
+    /// For 18.2 and 20.2, runs the command that follows inside the release's root, with the
+    /// instance's directory mounted (`release-root.sh run`).
+    fn in_release_root(&self, cmd: &mut Command) {
+        if self.release() != "16.2" {
+            cmd.arg(script("release-root.sh"))
+                .args(["run", self.release(), "--bind"])
+                .arg(&self.dir)
+                .arg("--");
+        }
     }
 
     /// `ceph ARGS`, which must succeed; returns its stdout.

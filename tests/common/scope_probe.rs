@@ -1,13 +1,15 @@
-//! The scope probe: every operation of conf/scopes.toml that needs a token, sent through
-//! the gateway and straight to the dashboard as the same users, and whether each refused
-//! it (403) alike. tests/scope_table.rs runs it for the system roles, tests/import.rs for
-//! an imported custom role.
+//! The scope probe: every operation of the dashboard's release's scope table
+//! (conf/scopes.toml for 16.2, conf/scopes-18.2.toml, conf/scopes-20.2.toml) that needs a
+//! token, sent through the gateway and straight to the dashboard as the same users, and
+//! whether each refused it (403) alike. tests/scope_table.rs runs it for every release,
+//! tests/import.rs for an imported custom role.
 //!
 //! Allowed requests are really forwarded (with the gateway's administrator service account)
 //! and really run on the dashboard (with the users' own rights): path values are dummies
 //! (`cg-probe-nonexistent`) and bodies `{}`, so they fail harmlessly, as
 //! deploy/tools/probe_scopes.py does.
 
+use futures_util::future::join_all;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -68,9 +70,21 @@ impl Operation {
 /// through it they would act on its own dashboard account.
 const CLOSED_AT_THE_GATEWAY: [&str; 1] = ["POST /api/user/{username}/change_password"];
 
-fn operations() -> Vec<Operation> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/scopes.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
+/// The scope table derived from Ceph `release`'s dashboard.
+pub fn scope_table(release: &str) -> std::path::PathBuf {
+    let name = match release {
+        "16.2" => "scopes.toml".to_string(),
+        _ => format!("scopes-{release}.toml"),
+    };
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("conf")
+        .join(name)
+}
+
+fn operations(release: &str) -> Vec<Operation> {
+    let path = scope_table(release);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let table: toml::Table = toml::from_str(&text).unwrap();
     let ops = table["operation"]
         .as_array()
@@ -143,13 +157,17 @@ impl ProbeOutcome {
     }
 }
 
-/// Sends every operation needing a token through `gw` and to `dash` as each subject.
+/// Sends every operation of `dash`'s release's table needing a token through `gw` and to
+/// `dash` as each subject.
 pub async fn probe_scopes(
     gw: &RunningGateway,
     dash: &Dashboard,
     subjects: &[Subject],
 ) -> ProbeOutcome {
-    let ops: Vec<Operation> = operations().into_iter().filter(|op| !op.public).collect();
+    let ops: Vec<Operation> = operations(dash.release())
+        .into_iter()
+        .filter(|op| !op.public)
+        .collect();
     assert!(
         ops.len() > 250,
         "only {} operations in the table",
@@ -179,26 +197,29 @@ pub async fn probe_scopes(
             ));
         }
         outcome.compared += 1;
-        for (i, subject) in subjects.iter().enumerate() {
-            let decision = Decision {
-                gateway: gw
-                    .api(
-                        op.method.clone(),
-                        &path,
-                        Some(&subject.gateway_token),
-                        body.as_ref(),
-                    )
-                    .await,
-                dashboard: dash
-                    .send(
-                        op.method.clone(),
-                        &path,
-                        Some(&subject.dashboard_token),
-                        V1,
-                        body.as_ref(),
-                    )
-                    .await,
-            };
+        // Every subject's pair of requests at once: some operations take the dashboard 10 s
+        // (e.g. waiting for an RGW daemon that does not exist), and the decision is taken
+        // before the handler runs, so running them side by side changes no answer's status.
+        let decisions = join_all(subjects.iter().map(|subject| async {
+            let (gateway, dashboard) = tokio::join!(
+                gw.api(
+                    op.method.clone(),
+                    &path,
+                    Some(&subject.gateway_token),
+                    body.as_ref(),
+                ),
+                dash.send(
+                    op.method.clone(),
+                    &path,
+                    Some(&subject.dashboard_token),
+                    V1,
+                    body.as_ref(),
+                ),
+            );
+            Decision { gateway, dashboard }
+        }))
+        .await;
+        for ((i, subject), decision) in subjects.iter().enumerate().zip(decisions) {
             if decision.dashboard.status == 403 {
                 outcome.refused[i] += 1;
             }
