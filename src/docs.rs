@@ -9,8 +9,8 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use tokio::sync::{Mutex, RwLock};
 
+use crate::edge::respond::LocalResponse;
 use crate::errors::GatewayError;
-use crate::respond::LocalResponse;
 use crate::upstream::Upstreams;
 
 /// The 16.2 document is about 240 KB; later versions are larger.

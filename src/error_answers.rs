@@ -3,8 +3,8 @@
 //! `errors` for the answer type, never this file), so the imports run one way.
 
 use crate::access::AccessError;
+use crate::edge::paths::PathError;
 use crate::errors::GatewayError;
-use crate::paths::PathError;
 use crate::state::StateError;
 use crate::upstream::credentials::CredentialError;
 use crate::upstream::in_flight::Overload;

@@ -16,8 +16,8 @@ use pingora::{InvalidHTTPHeader, OrErr};
 
 use crate::auth::UserToken;
 use crate::decimal::push_decimal;
+use crate::edge::headers::{carries_only, edit_request};
 use crate::errors::GatewayError;
-use crate::headers::{carries_only, edit_request};
 use crate::upstream::Upstreams;
 use crate::users::User;
 

@@ -1,8 +1,9 @@
 //! clustergate: an authenticating reverse proxy, built on pingora, in front of Ceph
-//! manager dashboards.
+//! manager dashboards. Imports run downward only (`deploy/tools/check-imports.py`).
 //!
-//! The request path, in the order `proxy.rs` runs it:
-//! 1. `paths` normalizes the path and `routes` classifies it into a [`routes::Route`].
+//! The request path, in the order `proxy` runs it:
+//! 1. `edge::paths` normalizes the path and `routes` classifies it into a
+//!    [`routes::Route`].
 //! 2. The auth endpoints are answered by `auth` (login, check, logout), with `versioning`
 //!    deciding the API version from Accept, `users` the passwords and roles, `tokens` the
 //!    JWTs, `client_addr` who the client is, and `state` the revocations, lockouts,
@@ -10,47 +11,43 @@
 //!    "dashboard"` the dashboard checks the password; with `upstream.identity = "user"` each
 //!    user acts upstream as their own dashboard account); `docs` answers `/docs`.
 //! 3. Everything else is admitted by `access` (method, token, operation, role, version),
-//!    its body checked by `request`, and forwarded by `upstream` (which manager, one
-//!    request's attempts) and `forward` (what changes on the way).
-//! 4. `errors` maps every refusal to the dashboard's status and JSON shape, `respond`
-//!    writes it with the security headers, and `metrics` counts it; `access_log` writes
-//!    its line and `audit` the logins, logouts, lockouts and changes it made.
+//!    its body read by `edge::request`, and forwarded by `upstream` (which manager, one
+//!    request's attempts, what a try learns: `upstream::failover`) and `forward` (what
+//!    changes on the way).
+//! 4. `error_answers` turns every module's error into an answer (`errors`: the dashboard's
+//!    status and JSON shape), `edge::respond` writes it with the security headers;
+//!    `observe` counts it (`metrics`) and writes its access line and audit record.
 //!
-//! Start-up: `config` reads and validates the files once; `server` creates the state
-//! (`tls`, `secrets`, the initial admin) and hands the services to pingora: the proxy,
-//! wrapped by `connections` (request heads bounded in size and time, idle client
-//! connections kept small, connections per client address capped), the `admin`
-//! listener (`/metrics`, `/healthz`, `/readyz`), the dashboards' health checks, and
-//! `reload` (SIGHUP reloads the configuration and reopens the audit file). `logs` sets up
-//! where log lines go (`main`). `import` is `clustergate users import`: the dashboard's
-//! accounts as a users file and a roles file.
+//! Start-up and reload (`app`): `config` reads and validates the files once;
+//! `app::parts` builds what a reload replaces, the same code both times; `app::server`
+//! creates the state (`tls`, `secrets`, the initial admin) and hands the services to
+//! pingora: the proxy, wrapped by `edge::connections` (request heads bounded in size and
+//! time, idle client connections kept small, connections per client address capped), the
+//! admin listener (`/metrics`, `/healthz`, `/readyz`), the dashboards' health checks, and
+//! the reload on SIGHUP (`app::restart` names what only a restart applies).
+//! `observe::logs` sets up where log lines go (`main`). `import` is
+//! `clustergate users import`: the dashboard's accounts as a users file and a roles file.
 
 // The few libc calls allow it where they are, each with its SAFETY note.
 #![deny(unsafe_code)]
 
 mod access;
-mod access_log;
 mod app;
-mod audit;
 mod auth;
 mod client_addr;
 pub mod config;
-mod connections;
 mod decimal;
 mod docs;
+mod edge;
 mod error_answers;
 mod errors;
 mod forward;
-mod headers;
 pub mod import;
-pub mod logs;
-mod metrics;
-mod paths;
+mod observe;
+pub use observe::logs;
 mod proxy;
 mod queue_slot;
 mod readiness;
-mod request;
-mod respond;
 mod routes;
 pub mod secrets;
 mod state;

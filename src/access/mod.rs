@@ -14,9 +14,9 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 pub use table::{AccessError, AccessTable, Lookup, OperationId, Requirement};
 
 use crate::auth::Auth;
+use crate::edge::request::joined_header;
 use crate::errors::GatewayError;
 use crate::forward::Forward;
-use crate::request::joined_header;
 use crate::routes::Route;
 use crate::state::UnixTime;
 use crate::versioning::{self, ApiVersion};

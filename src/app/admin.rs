@@ -9,9 +9,9 @@ use http::{Response, StatusCode};
 use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 
-use crate::audit::Audit;
-use crate::logs::LogWriter;
-use crate::metrics::Metrics;
+use crate::observe::audit::Audit;
+use crate::observe::logs::LogWriter;
+use crate::observe::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::state::Stores;
 use crate::upstream::Upstreams;

@@ -23,16 +23,16 @@ use super::parts::{PartsError, Reloadable};
 use super::reload::{Live, Reloader};
 use super::upgrade::{self, Invocation, SelfUpgrade};
 use crate::access::Admission;
-use crate::access_log::AccessLog;
-use crate::audit::{Audit, AuditError};
 use crate::auth::{Auth, DashboardAccounts, RefusalFloor};
 use crate::config::{
     Config, ServerConfig, TlsMode, UpstreamConfig, UpstreamIdentity, UpstreamTrust,
 };
-use crate::connections::ClientConnections;
 use crate::docs::Docs;
-use crate::logs::LogHandles;
-use crate::metrics::Metrics;
+use crate::edge::connections::ClientConnections;
+use crate::observe::access_log::AccessLog;
+use crate::observe::audit::{Audit, AuditError};
+use crate::observe::logs::LogHandles;
+use crate::observe::metrics::Metrics;
 use crate::proxy::Gateway;
 use crate::readiness::{DrainThenStop, Readiness};
 use crate::secrets::{self, SecretError};

@@ -4,8 +4,8 @@
 use serde_json::{json, Value};
 
 use super::{Auth, AuthRequest, TokenRejection, AUTH_VERSION};
+use crate::edge::respond::LocalResponse;
 use crate::errors::GatewayError;
-use crate::respond::LocalResponse;
 use crate::state::UnixTime;
 use crate::users::User;
 use crate::versioning;

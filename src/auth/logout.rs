@@ -5,8 +5,8 @@
 use serde_json::json;
 
 use super::{Auth, AuthRequest, AuthSubject, AUTH_VERSION};
+use crate::edge::respond::LocalResponse;
 use crate::errors::GatewayError;
-use crate::respond::LocalResponse;
 use crate::state::UnixTime;
 use crate::versioning;
 

@@ -16,9 +16,10 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::config::{AuthSource, LockoutPolicy};
+use crate::edge::respond::LocalResponse;
 use crate::errors::GatewayError;
-use crate::metrics::{Metrics, TokenCheckResult};
-use crate::respond::LocalResponse;
+pub use crate::observe::audit::AuthSubject;
+use crate::observe::metrics::{Metrics, TokenCheckResult};
 use crate::routes::Route;
 use crate::state::{BucketRate, StateError, Stores, UnixMillis, UnixTime};
 use crate::tokens::{Claims, TokenError, TokenService};
@@ -65,15 +66,6 @@ pub struct Auth {
 pub struct Authenticated {
     pub user: Arc<User>,
     pub upstream: Option<UserToken>,
-}
-
-/// Whom an auth endpoint's request was about, for the logs: the username a login tried
-/// (the client's text, whether or not such a user exists) or the user whose token logged
-/// out; and whether this login's failure locked the username.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct AuthSubject {
-    pub username: Option<String>,
-    pub locked: bool,
 }
 
 /// Why a token was not accepted.

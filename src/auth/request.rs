@@ -37,7 +37,7 @@ impl<'a> AuthRequest<'a> {
 
     /// The Accept header, its repeated lines joined into one list.
     pub fn accept(&self) -> Option<Cow<'a, str>> {
-        crate::request::joined_header(self.headers, http::header::ACCEPT)
+        crate::edge::request::joined_header(self.headers, http::header::ACCEPT)
     }
 
     /// The client's token: an `Authorization: Bearer` header wins over the `token`

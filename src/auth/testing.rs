@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::{Auth, AuthRequest};
 use crate::config::LockoutPolicy;
-use crate::metrics::Metrics;
-use crate::respond::LocalResponse;
+use crate::edge::respond::LocalResponse;
+use crate::observe::metrics::Metrics;
 use crate::secrets::Secret;
 use crate::state::{BucketRate, StateConfig};
 use arc_swap::ArcSwap;

@@ -14,7 +14,7 @@ use proptest::sample::Index;
 
 use super::cases;
 use super::mutate::{Corpus, Mutant};
-use crate::paths::{normalize, PathError, MAX_PATH_BYTES};
+use crate::edge::paths::{normalize, PathError, MAX_PATH_BYTES};
 
 const SCOPE_TABLE: &str = include_str!("../../conf/scopes.toml");
 

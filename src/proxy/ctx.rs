@@ -8,9 +8,9 @@ use bytes::Bytes;
 use pingora::proxy::Session;
 
 use crate::access::{Admission, OperationId};
-use crate::access_log::{self, Served};
 use crate::auth::AuthSubject;
 use crate::forward::Forward;
+use crate::observe::access_log::{self, Served};
 use crate::routes::Route;
 use crate::upstream::in_flight::Place;
 use crate::upstream::Attempt;

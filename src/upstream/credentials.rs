@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::login::{self, LoginError};
 use super::{Backend, Upstreams};
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::secrets::Secret;
 use crate::state::{StateError, UnixTime, UpstreamToken, UpstreamTokens};
 

@@ -26,7 +26,7 @@ pub use attempt::{Attempt, ErrorVerdict, ResponseVerdict, Tried};
 pub use client::{Client, ClientError};
 
 use crate::config::{BackendUrl, InFlightLimits, Timeouts, UpstreamConfig, UpstreamTrust};
-use crate::metrics::{BackendSeries, Metrics};
+use crate::observe::metrics::{BackendSeries, Metrics};
 use in_flight::InFlight;
 
 /// What a backend was last seen to be.

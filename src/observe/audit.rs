@@ -19,9 +19,8 @@ use std::sync::{Mutex, PoisonError};
 use http::Method;
 use serde::Serialize;
 
-use crate::access_log::Served;
-use crate::auth::AuthSubject;
-use crate::logs::json_line;
+use crate::observe::access_log::Served;
+use crate::observe::logs::json_line;
 use crate::routes::Route;
 
 #[derive(Debug, thiserror::Error)]
@@ -189,14 +188,23 @@ struct AuditFields<'a> {
     result: u16,
 }
 
+/// Whom an auth endpoint's request was about, for the logs: the username a login tried
+/// (the client's text, whether or not such a user exists) or the user whose token logged
+/// out; and whether this login's failure locked the username.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct AuthSubject {
+    pub username: Option<String>,
+    pub locked: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access_log::logged_path;
-    use crate::access_log::tests::{access_lines, forwarded_call};
     use crate::auth::testing::{auth, auth_limited, credentials, post, request, NOW_MS};
     use crate::auth::AuthRequest;
     use crate::config::LogFormat;
+    use crate::observe::access_log::logged_path;
+    use crate::observe::access_log::tests::{access_lines, forwarded_call};
 
     fn subject(username: &str, locked: bool) -> AuthSubject {
         AuthSubject {

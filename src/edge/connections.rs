@@ -29,9 +29,9 @@ use tokio::time::Instant;
 
 use crate::client_addr::ClientNet;
 use crate::config::ClientLimits;
+use crate::edge::respond::{self, LocalResponse};
 use crate::errors::GatewayError;
-use crate::metrics::{ConnectionRefusal, Metrics};
-use crate::respond::{self, LocalResponse};
+use crate::observe::metrics::{ConnectionRefusal, Metrics};
 
 /// One read of a request: what pingora starts its header buffer with.
 const READ_BYTES: usize = 4096;

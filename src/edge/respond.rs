@@ -12,8 +12,8 @@ use pingora::proxy::Session;
 use pingora::{InvalidHTTPHeader, OrErr};
 use serde_json::Value;
 
+use crate::edge::headers::edit_response;
 use crate::errors::GatewayError;
-use crate::headers::edit_response;
 
 /// The dashboard's HSTS value (`Strict-Transport-Security`), sent when we terminate TLS.
 const HSTS: HeaderValue = HeaderValue::from_static("max-age=63072000; includeSubDomains; preload");

@@ -41,7 +41,7 @@ impl LogMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::render_text as render;
+    use crate::observe::metrics::render_text as render;
 
     #[test]
     fn each_scrape_reads_the_logs_totals() {

@@ -98,7 +98,7 @@ impl DeploymentMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::render_text as render;
+    use crate::observe::metrics::render_text as render;
 
     #[test]
     fn build_info_carries_the_crate_version() {

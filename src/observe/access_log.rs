@@ -14,7 +14,7 @@ use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 
 use crate::config::LogFormat;
 use crate::decimal::{push_decimal, push_padded};
-use crate::logs::{self, LogWriter};
+use crate::observe::logs::{self, LogWriter};
 use crate::routes::Route;
 
 /// One request as the logs record it, once answered.
@@ -238,7 +238,7 @@ fn push_debug_str(line: &mut String, text: &str) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::logs::capture;
+    use crate::observe::logs::capture;
 
     pub(crate) fn forwarded_call(method: &Method) -> Served<'_> {
         Served {
