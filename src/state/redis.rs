@@ -369,20 +369,33 @@ impl Redis {
         }
     }
 
-    /// That Redis answers; with sentinels, that it is still the primary (`ROLE`): an old
-    /// primary back after a failover is a replica, its reads stale. Forgotten then.
+    /// That Redis answers; with sentinels, that it is still the primary (`ROLE`) and the
+    /// one they name: after a failover the old primary, if it still answers, says it is a
+    /// primary until the sentinels turn it into a replica (up to 10 s later), and what is
+    /// written there is lost. Forgotten then. Sentinels that do not answer change nothing.
     async fn check_primary(&self) -> Result<(), StateError> {
-        if !matches!(self.locator, Locator::Sentinels(_)) {
+        let Locator::Sentinels(sentinels) = &self.locator else {
             return self.run("ping", &redis::cmd("PING")).await;
+        };
+        let role = self.run("role", &redis::cmd("ROLE")).await?;
+        let Some(primary) = self.current_primary() else {
+            return Err(self.failed("role", "no primary known"));
+        };
+        if !matches!(role, redis::Role::Primary { .. }) {
+            self.lost(primary.lookup);
+            return Err(self.failed("role", "the primary became a replica"));
         }
-        match self.run("role", &redis::cmd("ROLE")).await? {
-            redis::Role::Primary { .. } => Ok(()),
-            _ => {
-                if let Some(lookup) = self.primary_in_use() {
-                    self.lost(lookup);
-                }
-                Err(self.failed("role", "the primary became a replica"))
+        let named = {
+            let mut sentinels = sentinels.lock().await;
+            self.ask_sentinels(&mut sentinels).await
+        };
+        let address = |client: &Client| client.get_connection_info().addr().to_string();
+        match named {
+            Ok(named) if address(&named) != address(&primary.client) => {
+                self.lost(primary.lookup);
+                Err(self.failed("role", "the sentinels name another primary"))
             }
+            _ => Ok(()),
         }
     }
 
@@ -1842,8 +1855,8 @@ mod tests {
             primary_address(&a),
             Some(format!("127.0.0.1:{}", replica.port))
         );
-        wait_until(Duration::from_secs(5), || b.stores.health.up()).await;
         for gateway in [&a, &b] {
+            wait_until(Duration::from_secs(5), || gateway.stores.health.up()).await;
             let revocations = &gateway.stores.revocations;
             assert!(revocations.is_revoked("before", now).await.unwrap());
             let started = Instant::now();
@@ -1855,5 +1868,81 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
+    }
+
+    /// Item 1: a primary replaced while it still answers (`SENTINEL FAILOVER`: a
+    /// switchover) is left for the one the sentinels promoted, with no write to find out:
+    /// while it waits for messages the feed asks `ROLE` and the sentinels.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_primary_turned_replica_is_left_for_the_promoted_one() {
+        let primary = RedisServer::start();
+        let replica = RedisServer::start_replica_of(&primary);
+        replicating(&primary, &replica).await;
+        let sentinel = SentinelServer::start("cg-test", &primary, 1);
+        let password = std::fs::read(sentinel.password_file()).unwrap();
+        let gateway = gateway_with(RedisSettings {
+            target: RedisTarget::Sentinels(Box::new(SentinelSettings {
+                addresses: vec![("127.0.0.1".into(), sentinel.port)],
+                master_name: "cg-test".into(),
+                username: Some(redis_server::SENTINEL_USER.into()),
+                password: Some(Secret::new(password.clone())),
+                tls: false,
+                sentinel_tls: false,
+            })),
+            ..settings(&primary, "cg:")
+        })
+        .await;
+        let redis = &gateway.stores.feed.as_ref().unwrap().revocations.redis;
+        let in_use = || {
+            let primary = redis.current_primary();
+            primary.map(|p| p.client.get_connection_info().addr().to_string())
+        };
+        assert_eq!(in_use(), Some(format!("127.0.0.1:{}", primary.port)));
+        let sentinel_user = Client::open(format!(
+            "redis://{}:{}@127.0.0.1:{}",
+            redis_server::SENTINEL_USER,
+            redis_server::SENTINEL_PASSWORD,
+            sentinel.port
+        ))
+        .unwrap();
+        let mut to_sentinel = sentinel_user
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        // Refused (NOGOODSLAVE) until the sentinel has heard from the replica itself.
+        let started = Instant::now();
+        while let Err(e) = redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg("cg-test")
+            .query_async::<()>(&mut to_sentinel)
+            .await
+        {
+            assert!(started.elapsed() < Duration::from_secs(10), "{e}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let promoted = Some(format!("127.0.0.1:{}", replica.port));
+        let started = Instant::now();
+        while in_use() != promoted {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "still on {:?}",
+                in_use()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        wait_until(Duration::from_secs(5), || gateway.stores.health.up()).await;
+        let now = crate::state::unix_now();
+        gateway
+            .stores
+            .revocations
+            .revoke("after", now + 60, now)
+            .await
+            .unwrap();
+        assert!(gateway
+            .stores
+            .revocations
+            .is_revoked("after", now)
+            .await
+            .unwrap());
     }
 }

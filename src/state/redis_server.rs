@@ -199,19 +199,39 @@ impl SentinelServer {
                 failover = down_after * 3,
             ),
         );
-        let child = Command::new(binary)
-            .arg(&config)
+        let mut sentinel = SentinelServer {
+            port,
+            dir,
+            child: None,
+        };
+        sentinel.launch();
+        sentinel
+    }
+
+    fn launch(&mut self) {
+        // Its file holds what it learnt (the primary now, replicas, other sentinels).
+        let child = Command::new("/usr/bin/redis-sentinel")
+            .arg(self.dir.path().join("sentinel.conf"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-sentinel starts");
-        wait_listening("redis-sentinel", port);
-        SentinelServer {
-            port,
-            dir,
-            child: Some(child),
-        }
+        self.child = Some(child);
+        wait_listening("redis-sentinel", self.port);
+    }
+
+    // This and `restart`: for the integration tests (tests/common/redis.rs).
+    #[allow(dead_code)]
+    pub fn running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Starts it again on the same port, with what it had learnt.
+    #[allow(dead_code)]
+    pub fn restart(&mut self) {
+        self.stop();
+        self.launch();
     }
 
     /// The file with [`SENTINEL_PASSWORD`], as `state.redis.sentinel_password_file` reads it.
