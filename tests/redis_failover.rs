@@ -381,6 +381,16 @@ async fn a_sentinel_or_a_replica_down_changes_nothing_and_without_replicas_logou
     // A logout that had reached one replica before may still be answered 200: from the
     // first refused one on, none is.
     load.until_logouts(replicas_down, 503, 6).await;
+    // The answer says why (src/errors.rs maps the store's NotReplicated).
+    let gateway = &deployment.gateways[0];
+    let reply = gateway.logout(&gateway.login(ADMIN, ADMIN_PW).await).await;
+    assert_eq!(reply.status, 503, "{}", reply.text());
+    let detail = reply.json()["detail"].as_str().unwrap().to_string();
+    assert!(detail.contains("replicas"), "{detail}");
+    // Not an outage: every gateway stays in the balancer's rotation.
+    for (i, gateway) in deployment.gateways.iter().enumerate() {
+        assert_eq!(gateway.readyz(), 200, "gateway {i} out of rotation");
+    }
     let first_refused = {
         let tally = load.tally();
         let refused = tally

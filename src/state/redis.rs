@@ -114,6 +114,8 @@ const SCAN_STEP: usize = 1000;
 /// The feed's reconnection waits: from this, doubling, up to the next.
 const RECONNECT_FIRST: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_millis(800);
+/// Writes waiting for replicas at once (each on its own connection); more wait their turn.
+const REPLICATED_WRITES_AT_ONCE: usize = 32;
 /// How often the feed checks that Redis still answers while no message comes.
 const LIVENESS_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -166,6 +168,8 @@ struct Redis {
     command_timeout: Duration,
     min_replicas: u32,
     replication_timeout: Duration,
+    /// Bounds the connections of the writes waiting for replicas.
+    replicated_writes: tokio::sync::Semaphore,
     health: Arc<StoreHealth>,
     sealer: Sealer,
 }
@@ -183,16 +187,6 @@ struct Primary {
     lookup: u64,
     client: Client,
     manager: ConnectionManager,
-    /// The writes that wait for replicas: Redis answers nothing else on a connection
-    /// while it waits (`WAIT`), so with replicas gone the checks would wait too.
-    replicated: ConnectionManager,
-}
-
-/// Which of the primary's connections a command takes.
-#[derive(Clone, Copy)]
-enum Lane {
-    Shared,
-    Replicated,
 }
 
 impl Redis {
@@ -249,6 +243,7 @@ impl Redis {
             command_timeout: settings.command_timeout,
             min_replicas: settings.min_replicas,
             replication_timeout: settings.replication_timeout,
+            replicated_writes: tokio::sync::Semaphore::new(REPLICATED_WRITES_AT_ONCE),
             health: Arc::new(StoreHealth::starting()),
             sealer,
         })
@@ -298,18 +293,14 @@ impl Redis {
         };
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
-            // `bounded` holds each command to its own bound; a replicated write's WAIT may
-            // take `replication_timeout` more.
-            .set_response_timeout(Some(self.command_timeout + self.replication_timeout))
+            .set_response_timeout(Some(self.command_timeout))
             .set_min_delay(RECONNECT_FIRST)
             .set_max_delay(RECONNECT_MAX);
-        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
-        let replicated = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
         let primary = Arc::new(Primary {
             lookup: self.lookups.fetch_add(1, Ordering::Relaxed) + 1,
             client,
             manager,
-            replicated,
         });
         let mut current = self
             .primary
@@ -410,12 +401,9 @@ impl Redis {
         what: &'static str,
         command: &redis::Cmd,
     ) -> Result<T, StateError> {
-        self.bounded(
-            what,
-            self.command_timeout,
-            Lane::Shared,
-            |mut connection| async move { command.query_async(&mut connection).await },
-        )
+        self.bounded(what, self.command_timeout, |primary| async move {
+            command.query_async(&mut primary.manager.clone()).await
+        })
         .await
     }
 
@@ -430,12 +418,9 @@ impl Redis {
         let mut invocation = script.prepare_invoke();
         invocation.key(keys).arg(args);
         let invocation = &invocation;
-        self.bounded(
-            what,
-            self.command_timeout,
-            Lane::Shared,
-            |mut connection| async move { invocation.invoke_async(&mut connection).await },
-        )
+        self.bounded(what, self.command_timeout, |primary| async move {
+            invocation.invoke_async(&mut primary.manager.clone()).await
+        })
         .await
     }
 
@@ -443,7 +428,9 @@ impl Redis {
     /// `min_replicas` replicas acknowledged them: `WAIT` in the same pipeline, so on the
     /// same connection (a WAIT on a reconnected one would wait for nothing). Past
     /// `replication_timeout` with fewer: `NotReplicated`, never a success that a
-    /// failover may forget.
+    /// failover may forget. Each on a connection of its own: Redis answers nothing else
+    /// on a connection while it waits, so with replicas gone the checks (and the other
+    /// writes) would queue behind it.
     async fn run_replicated(
         &self,
         what: &'static str,
@@ -451,12 +438,9 @@ impl Redis {
     ) -> Result<(), StateError> {
         if self.min_replicas == 0 {
             return self
-                .bounded(
-                    what,
-                    self.command_timeout,
-                    Lane::Replicated,
-                    |mut connection| async move { writes.query_async::<()>(&mut connection).await },
-                )
+                .bounded(what, self.command_timeout, |primary| async move {
+                    writes.query_async::<()>(&mut primary.manager.clone()).await
+                })
                 .await;
         }
         let timeout_ms = u64::try_from(self.replication_timeout.as_millis()).unwrap_or(u64::MAX);
@@ -464,8 +448,15 @@ impl Redis {
         let writes = &writes;
         let bound = self.command_timeout + self.replication_timeout;
         let (acknowledged,): (u32,) = self
-            .bounded(what, bound, Lane::Replicated, |mut connection| async move {
-                writes.query_async(&mut connection).await
+            .bounded(what, bound, |primary| async move {
+                let _turn = self.replicated_writes.acquire().await;
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(self.connect_timeout))
+                    .set_response_timeout(Some(bound));
+                let connection = primary
+                    .client
+                    .get_multiplexed_async_connection_with_config(&config);
+                writes.query_async(&mut connection.await?).await
             })
             .await?;
         if acknowledged < self.min_replicas {
@@ -483,22 +474,17 @@ impl Redis {
         &self,
         what: &'static str,
         bound: Duration,
-        lane: Lane,
         work: W,
     ) -> Result<T, StateError>
     where
-        W: FnOnce(ConnectionManager) -> F,
+        W: FnOnce(Arc<Primary>) -> F,
         F: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let mut used = None;
         let outcome = tokio::time::timeout(bound, async {
             let primary = self.primary().await?;
             used = Some(primary.lookup);
-            let connection = match lane {
-                Lane::Shared => &primary.manager,
-                Lane::Replicated => &primary.replicated,
-            };
-            work(connection.clone()).await
+            work(primary).await
         })
         .await;
         let why = match outcome {
