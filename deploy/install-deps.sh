@@ -16,9 +16,9 @@ want=(cmake gcc make)
 if [[ "${1:-}" == "--test" ]]; then
   testing=true
   # curl for the dashboard harness; Chromium and Node for the browser tests; Redis and
-  # HAProxy for the tests of several gateways (Redis Sentinel for their failover); Prometheus (and its promtool) for the
-  # deploy kit's scrape config, alert rules and their unit tests; Python's venv for the
-  # API fuzzer.
+  # HAProxy for the tests of several gateways, Redis Sentinel for their failover;
+  # Prometheus (and its promtool) for the deploy kit's scrape config, alert rules and their
+  # unit tests; Python's venv for the API fuzzer.
   want+=(curl chromium nodejs redis-server redis-sentinel haproxy prometheus python3 python3-venv)
 fi
 
