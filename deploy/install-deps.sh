@@ -19,11 +19,11 @@ want=(cmake gcc make)
 if [[ "${1:-}" == "--test" ]]; then
   testing=true
   # curl for the dashboard harness; Chromium and Node for the browser tests; Redis and
-  # HAProxy for the tests of several gateways; Prometheus (and its promtool) for the
-  # deploy kit's scrape config, alert rules and their unit tests; Python's venv for the
-  # API fuzzer; patch for deploy/tools/vendor-patches.sh (the vendored pingora's check);
-  # debootstrap for the Debian roots of Ceph 18.2 and 20.2.
-  want+=(curl chromium nodejs redis-server haproxy prometheus python3 python3-venv patch debootstrap)
+  # HAProxy for the tests of several gateways, Redis Sentinel for their failover;
+  # Prometheus (and its promtool) for the deploy kit's scrape config, alert rules and their
+  # unit tests; Python's venv for the API fuzzer; patch for deploy/tools/vendor-patches.sh
+  # (the vendored pingora's check); debootstrap for the Debian roots of Ceph 18.2 and 20.2.
+  want+=(curl chromium nodejs redis-server redis-sentinel haproxy prometheus python3 python3-venv patch debootstrap)
 fi
 
 missing=()

@@ -38,12 +38,19 @@ impl From<Overload> for GatewayError {
     }
 }
 
-/// A state store that cannot answer: fail closed.
+/// A state store that cannot answer, or whose change the replicas did not confirm (a
+/// failover could forget it): fail closed.
 impl From<StateError> for GatewayError {
     fn from(e: StateError) -> Self {
         tracing::error!(error = %e, "state store failed");
+        let detail = match e {
+            StateError::NotReplicated { .. } => {
+                "session store could not confirm the change on its replicas; try again"
+            }
+            _ => "session store unavailable",
+        };
         GatewayError::Unavailable {
-            detail: "session store unavailable".into(),
+            detail: detail.into(),
         }
     }
 }

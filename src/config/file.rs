@@ -203,7 +203,17 @@ impl Default for StateSection {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RedisSection {
-    pub url: String,
+    pub url: Option<String>,
+    pub sentinels: Vec<String>,
+    pub master_name: Option<String>,
+    pub sentinel_username: Option<String>,
+    pub sentinel_password_file: Option<String>,
+    /// With `sentinels`: TLS to the primary (`url` says it with `rediss://`).
+    pub tls: bool,
+    pub sentinel_tls: bool,
+    /// Unset: 1 with `sentinels`, 0 with `url`.
+    pub min_replicas: Option<u32>,
+    pub replication_timeout_ms: u64,
     pub username: Option<String>,
     pub password_file: Option<String>,
     pub ca_file: Option<String>,
@@ -224,7 +234,15 @@ pub(super) struct EncryptionKeyEntry {
 impl Default for RedisSection {
     fn default() -> Self {
         Self {
-            url: String::new(),
+            url: None,
+            sentinels: Vec::new(),
+            master_name: None,
+            sentinel_username: None,
+            sentinel_password_file: None,
+            tls: false,
+            sentinel_tls: false,
+            min_replicas: None,
+            replication_timeout_ms: 500,
             username: None,
             password_file: None,
             ca_file: None,

@@ -9,7 +9,7 @@ use super::file::{EncryptionKeyEntry, RedisSection, StateSection};
 use super::parse::Source;
 use super::ConfigErrors;
 use crate::secrets::{Secret, SecretError};
-use crate::state::{EncryptionKey, RedisSettings, StateConfig};
+use crate::state::{EncryptionKey, RedisSettings, RedisTarget, SentinelSettings, StateConfig};
 
 pub(super) fn validate(
     errors: &mut ConfigErrors,
@@ -22,7 +22,7 @@ pub(super) fn validate(
             .map(StateConfig::Redis)
             .unwrap_or_default(),
         ("redis", None) => {
-            errors.push(at.file, "state.redis", "backend = \"redis\" needs a [state.redis] section with url = \"redis://host:6379\"");
+            errors.push(at.file, "state.redis", "backend = \"redis\" needs a [state.redis] section with url = \"redis://host:6379\" or sentinels = [\"host:26379\", ...] and master_name");
             StateConfig::Memory
         }
         (other, _) => {
@@ -39,20 +39,7 @@ fn redis_settings(
 ) -> Option<RedisSettings> {
     let before = errors.0.len();
     let f = at.file;
-    let tls = redis.url.starts_with("rediss://");
-    if !tls && !redis.url.starts_with("redis://") {
-        errors.push(
-            f,
-            "state.redis.url",
-            format!(
-                "{:?} is not a redis:// or rediss:// URL, like \"redis://127.0.0.1:6379\"",
-                redis.url
-            ),
-        );
-    }
-    if redis.url.contains('@') {
-        errors.push(f, "state.redis.url", "must not carry credentials: set username and password_file instead (the URL is logged)");
-    }
+    let target = redis_target(errors, at, &redis);
     if redis.username.is_some() && redis.password_file.is_none() {
         errors.push(
             f,
@@ -63,19 +50,33 @@ fn redis_settings(
     for (key, value) in [
         ("state.redis.connect_timeout_ms", redis.connect_timeout_ms),
         ("state.redis.command_timeout_ms", redis.command_timeout_ms),
+        (
+            "state.redis.replication_timeout_ms",
+            redis.replication_timeout_ms,
+        ),
     ] {
         if value == 0 {
             errors.push(f, key, "must be > 0");
         }
     }
+    let sentinels = matches!(target, Some(RedisTarget::Sentinels(_)));
+    let min_replicas = redis.min_replicas.unwrap_or(u32::from(sentinels));
+    if min_replicas > MAX_MIN_REPLICAS {
+        errors.push(
+            f,
+            "state.redis.min_replicas",
+            format!("{min_replicas} is more replicas than a deployment has: 0 to {MAX_MIN_REPLICAS} (1 keeps a logout through the loss of the primary)"),
+        );
+    }
     let password = redis
         .password_file
         .as_deref()
         .and_then(|file| at.password_file(errors, "state.redis.password_file", file, ""));
+    let tls = target.as_ref().is_some_and(RedisTarget::uses_tls);
     let ca_pem = match (&redis.ca_file, tls) {
         (Some(file), true) => read_ca(errors, at, file),
         (Some(_), false) => {
-            errors.push(f, "state.redis.ca_file", "only applies to rediss:// URLs");
+            errors.push(f, "state.redis.ca_file", "only applies with TLS: a rediss:// url, or tls = true or sentinel_tls = true with sentinels");
             None
         }
         (None, _) => None,
@@ -85,15 +86,157 @@ fn redis_settings(
         return None;
     }
     Some(RedisSettings {
-        url: redis.url,
+        target: target?,
         username: redis.username,
         password,
         ca_pem,
         key_prefix: redis.key_prefix,
         connect_timeout: Duration::from_millis(redis.connect_timeout_ms),
         command_timeout: Duration::from_millis(redis.command_timeout_ms),
+        min_replicas,
+        replication_timeout: Duration::from_millis(redis.replication_timeout_ms),
         encryption_keys,
     })
+}
+
+/// More acknowledging replicas than this is a typo, not a deployment.
+const MAX_MIN_REPLICAS: u32 = 16;
+
+/// Where the primary is: `url`, or asked of `sentinels` by `master_name` (exactly one).
+fn redis_target(
+    errors: &mut ConfigErrors,
+    at: &Source<'_>,
+    redis: &RedisSection,
+) -> Option<RedisTarget> {
+    let f = at.file;
+    let sentinel_only = [
+        ("state.redis.master_name", redis.master_name.is_some()),
+        (
+            "state.redis.sentinel_username",
+            redis.sentinel_username.is_some(),
+        ),
+        (
+            "state.redis.sentinel_password_file",
+            redis.sentinel_password_file.is_some(),
+        ),
+        ("state.redis.tls", redis.tls),
+        ("state.redis.sentinel_tls", redis.sentinel_tls),
+    ];
+    match (&redis.url, redis.sentinels.is_empty()) {
+        (Some(_), false) => {
+            errors.push(f, "state.redis.sentinels", "is set with state.redis.url: set one of them, url = \"redis://host:6379\" (one Redis) or sentinels = [\"host:26379\", ...] with master_name (Redis Sentinel)");
+            None
+        }
+        (None, true) => {
+            errors.push(f, "state.redis.url", "one of url = \"redis://host:6379\" (one Redis) or sentinels = [\"host:26379\", ...] with master_name (Redis Sentinel) must be set");
+            None
+        }
+        (Some(url), true) => {
+            for (key, set) in sentinel_only {
+                if set {
+                    errors.push(f, key, "only applies with state.redis.sentinels: remove it, or replace url with sentinels and master_name");
+                }
+            }
+            redis_url(errors, at, url).map(RedisTarget::Url)
+        }
+        (None, false) => {
+            sentinel_settings(errors, at, redis).map(|s| RedisTarget::Sentinels(Box::new(s)))
+        }
+    }
+}
+
+fn redis_url(errors: &mut ConfigErrors, at: &Source<'_>, url: &str) -> Option<String> {
+    let before = errors.0.len();
+    if !url.starts_with("rediss://") && !url.starts_with("redis://") {
+        errors.push(
+            at.file,
+            "state.redis.url",
+            format!("{url:?} is not a redis:// or rediss:// URL, like \"redis://127.0.0.1:6379\""),
+        );
+    }
+    if url.contains('@') {
+        errors.push(at.file, "state.redis.url", "must not carry credentials: set username and password_file instead (the URL is logged)");
+    }
+    (errors.0.len() == before).then(|| url.to_string())
+}
+
+fn sentinel_settings(
+    errors: &mut ConfigErrors,
+    at: &Source<'_>,
+    redis: &RedisSection,
+) -> Option<SentinelSettings> {
+    let before = errors.0.len();
+    let f = at.file;
+    let mut addresses = Vec::with_capacity(redis.sentinels.len());
+    for (i, address) in redis.sentinels.iter().enumerate() {
+        match sentinel_address(address) {
+            Some(parsed) if addresses.contains(&parsed) => {
+                errors.push(
+                    f,
+                    format!("state.redis.sentinels[{i}]"),
+                    format!("{address:?} is listed twice"),
+                );
+            }
+            Some(parsed) => addresses.push(parsed),
+            None => errors.push(
+                f,
+                format!("state.redis.sentinels[{i}]"),
+                format!("{address:?} is not host:port, like \"10.0.0.5:26379\""),
+            ),
+        }
+    }
+    let master_name = redis.master_name.clone().unwrap_or_default();
+    if master_name.is_empty()
+        || master_name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        errors.push(f, "state.redis.master_name", "must name the primary as the sentinels know it (their `sentinel monitor NAME ...` line), like master_name = \"clustergate\"");
+    }
+    if redis.sentinel_username.is_some() && redis.sentinel_password_file.is_none() {
+        errors.push(
+            f,
+            "state.redis.sentinel_password_file",
+            "must be set with state.redis.sentinel_username (the sentinels' ACL user's password)",
+        );
+    }
+    let password = redis
+        .sentinel_password_file
+        .as_deref()
+        .and_then(|file| at.password_file(errors, "state.redis.sentinel_password_file", file, ""));
+    if errors.0.len() > before {
+        return None;
+    }
+    Some(SentinelSettings {
+        addresses,
+        master_name,
+        username: redis.sentinel_username.clone(),
+        password,
+        tls: redis.tls,
+        sentinel_tls: redis.sentinel_tls,
+    })
+}
+
+/// `host:port` (an IPv6 host in brackets), the port not 0.
+fn sentinel_address(text: &str) -> Option<(String, u16)> {
+    let (host, port) = text.rsplit_once(':')?;
+    let port = port.parse::<u16>().ok().filter(|p| *p > 0)?;
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6
+            .strip_suffix(']')?
+            .parse::<std::net::Ipv6Addr>()
+            .ok()?
+            .to_string(),
+        None if !host.is_empty()
+            && !host.contains(':')
+            && !host.contains('/')
+            && !host.contains('@') =>
+        {
+            host.to_string()
+        }
+        None => return None,
+    };
+    Some((host, port))
 }
 
 const ENCRYPTION_KEYS: &str = "state.redis.encryption_keys";

@@ -2,7 +2,7 @@ use super::*;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use crate::state::StateConfig;
+use crate::state::{RedisTarget, StateConfig};
 use crate::users::{Permission, Role, Scope};
 
 fn dir() -> tempfile::TempDir {
@@ -401,6 +401,103 @@ fn the_state_section_is_checked() {
     ];
     for (text, key) in cases {
         assert!(parse(text, d.path()).unwrap_err().mentions(key), "{text}");
+    }
+}
+
+/// Issue 27: `[state.redis]` names its Redis by `url` or by `sentinels` + `master_name`,
+/// exactly one; `min_replicas` defaults to 1 with sentinels, 0 with a url.
+#[test]
+fn redis_is_a_url_or_sentinels_with_a_master_name() {
+    let d = dir();
+    let key = d.path().join("redis.key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(d.path().join("sentinel.pass"), "pw").unwrap();
+    std::fs::set_permissions(
+        d.path().join("sentinel.pass"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let redis = |lines: &str| {
+        format!("[state]\nbackend = \"redis\"\n[state.redis]\nencryption_keys = [{{ kid = \"1\", secret_file = \"redis.key\" }}]\n{lines}")
+    };
+    let settings = |lines: &str| match parse(&redis(lines), d.path()).unwrap().state {
+        StateConfig::Redis(settings) => settings,
+        StateConfig::Memory => panic!("not redis"),
+    };
+    let sentinels = settings("sentinels = [\"10.0.0.1:26379\", \"[2001:db8::1]:26379\", \"redis-s3:26379\"]\nmaster_name = \"cg\"\nsentinel_username = \"s\"\nsentinel_password_file = \"sentinel.pass\"");
+    let RedisTarget::Sentinels(found) = &sentinels.target else {
+        panic!("not sentinels")
+    };
+    assert_eq!(
+        found.addresses,
+        [
+            ("10.0.0.1".to_string(), 26379),
+            ("2001:db8::1".to_string(), 26379),
+            ("redis-s3".to_string(), 26379)
+        ]
+    );
+    assert_eq!(found.master_name, "cg");
+    assert!(found.password.is_some());
+    assert_eq!(sentinels.min_replicas, 1);
+    assert_eq!(sentinels.replication_timeout.as_millis(), 500);
+    assert_eq!(settings("url = \"redis://x:6379\"").min_replicas, 0);
+    let chosen =
+        settings("url = \"redis://x:6379\"\nmin_replicas = 2\nreplication_timeout_ms = 900");
+    assert_eq!(chosen.min_replicas, 2);
+    assert_eq!(chosen.replication_timeout.as_millis(), 900);
+    let cases = [
+        (
+            "url = \"redis://x:6379\"\nsentinels = [\"x:26379\"]\nmaster_name = \"cg\"",
+            "state.redis.sentinels",
+        ),
+        ("", "state.redis.url"),
+        ("sentinels = [\"x:26379\"]", "state.redis.master_name"),
+        (
+            "sentinels = [\"x:26379\"]\nmaster_name = \"\"",
+            "state.redis.master_name",
+        ),
+        (
+            "sentinels = [\"x\"]\nmaster_name = \"cg\"",
+            "state.redis.sentinels[0]",
+        ),
+        (
+            "sentinels = [\"x:26379\", \"x:0\"]\nmaster_name = \"cg\"",
+            "state.redis.sentinels[1]",
+        ),
+        (
+            "sentinels = [\"x:26379\", \"x:26379\"]\nmaster_name = \"cg\"",
+            "state.redis.sentinels[1]",
+        ),
+        (
+            "sentinels = [\"redis://x:26379\"]\nmaster_name = \"cg\"",
+            "state.redis.sentinels[0]",
+        ),
+        (
+            "url = \"redis://x:6379\"\nmaster_name = \"cg\"",
+            "state.redis.master_name",
+        ),
+        ("url = \"redis://x:6379\"\ntls = true", "state.redis.tls"),
+        (
+            "sentinels = [\"x:26379\"]\nmaster_name = \"cg\"\nsentinel_username = \"s\"",
+            "state.redis.sentinel_password_file",
+        ),
+        (
+            "sentinels = [\"x:26379\"]\nmaster_name = \"cg\"\nca_file = \"ca.pem\"",
+            "state.redis.ca_file",
+        ),
+        (
+            "url = \"redis://x:6379\"\nreplication_timeout_ms = 0",
+            "state.redis.replication_timeout_ms",
+        ),
+        (
+            "url = \"redis://x:6379\"\nmin_replicas = 17",
+            "state.redis.min_replicas",
+        ),
+    ];
+    for (lines, key) in cases {
+        let text = redis(lines);
+        assert!(parse(&text, d.path()).unwrap_err().mentions(key), "{text}");
     }
 }
 

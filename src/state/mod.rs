@@ -21,7 +21,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use self::redis::{EncryptionKey, RedisSettings, RevocationFeed};
+pub use self::redis::{
+    EncryptionKey, RedisSettings, RedisTarget, RevocationFeed, SentinelSettings,
+};
 pub use credential_resets::MemoryCredentialResets;
 pub use dashboard_attempts::{Hold, MemoryDashboardAttempts};
 pub use failed_logins::{BucketRate, MemoryFailedLogins, Take};
@@ -57,6 +59,10 @@ pub enum StateError {
     Full(usize),
     #[error("state store settings: {0}")]
     Settings(String),
+    /// Written on the primary, but fewer replicas than `state.redis.min_replicas`
+    /// acknowledged it in time: a failover could forget it, so it is not answered as done.
+    #[error("state store: {acknowledged} of {wanted} replicas acknowledged the change in time")]
+    NotReplicated { acknowledged: u32, wanted: u32 },
 }
 
 /// Revoked token ids, each kept until the token would have expired anyway.

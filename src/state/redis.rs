@@ -25,15 +25,17 @@ mod failed_logins;
 mod sealed;
 mod user_sessions;
 
-use std::sync::{Arc, LazyLock, RwLock};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, Script};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{Client, ConnectionAddr, Script, TlsMode};
 
 use self::sealed::Sealer;
 use super::memory::MemoryRevocations;
@@ -46,19 +48,56 @@ use crate::secrets::Secret;
 /// How to reach the Redis, as `[state.redis]` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisSettings {
-    /// `redis://host:port[/db]` or `rediss://` (TLS).
-    pub url: String,
+    pub target: RedisTarget,
     /// A Redis ACL user, with `password`.
     pub username: Option<String>,
     pub password: Option<Secret>,
-    /// The CA certificates (PEM) that signed the server's certificate, for `rediss://`.
+    /// The CA certificates (PEM) that signed the servers' certificates, with TLS.
     pub ca_pem: Option<Vec<u8>>,
     /// Put before every key, so one Redis serves several deployments.
     pub key_prefix: String,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
+    /// Replicas that must acknowledge a revocation, a lock or a session's end before it is
+    /// answered (`WAIT`), within `replication_timeout`.
+    pub min_replicas: u32,
+    pub replication_timeout: Duration,
     /// `state.redis.encryption_keys`, the sealing one first; never empty.
     pub encryption_keys: Vec<EncryptionKey>,
+}
+
+/// Where the primary is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisTarget {
+    /// `redis://host:port[/db]` or `rediss://` (TLS): one Redis.
+    Url(String),
+    /// Whatever primary the sentinels name.
+    Sentinels(Box<SentinelSettings>),
+}
+
+impl RedisTarget {
+    pub fn uses_tls(&self) -> bool {
+        match self {
+            RedisTarget::Url(url) => url.starts_with("rediss://"),
+            RedisTarget::Sentinels(s) => s.tls || s.sentinel_tls,
+        }
+    }
+}
+
+/// Redis Sentinel: the sentinels to ask, and how to talk to them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentinelSettings {
+    /// `(host, port)` of each sentinel.
+    pub addresses: Vec<(String, u16)>,
+    /// The primary's name in the sentinels' `sentinel monitor` line.
+    pub master_name: String,
+    /// The sentinels' own ACL user, with `password`.
+    pub username: Option<String>,
+    pub password: Option<Secret>,
+    /// TLS to the primary.
+    pub tls: bool,
+    /// TLS to the sentinels.
+    pub sentinel_tls: bool,
 }
 
 /// One key file of `state.redis.encryption_keys`, shared by every gateway of a deployment.
@@ -75,6 +114,8 @@ const SCAN_STEP: usize = 1000;
 /// The feed's reconnection waits: from this, doubling, up to the next.
 const RECONNECT_FIRST: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_millis(800);
+/// Writes waiting for replicas at once (each on its own connection); more wait their turn.
+const REPLICATED_WRITES_AT_ONCE: usize = 32;
 /// How often the feed checks that Redis still answers while no message comes.
 const LIVENESS_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -114,49 +155,95 @@ pub(super) fn stores(settings: RedisSettings) -> Result<Stores, StateError> {
 
 /// The connection every store of a gateway shares, its key names and its time bounds.
 struct Redis {
-    client: Client,
-    /// Made on first use, inside a runtime; it reconnects by itself afterwards.
-    manager: tokio::sync::OnceCell<ConnectionManager>,
+    locator: Locator,
+    /// The primary in use; `None` until found, and again once lost (with sentinels).
+    primary: RwLock<Option<Arc<Primary>>>,
+    /// Numbers each primary found, so that losing an old one does not forget a newer one.
+    lookups: AtomicU64,
+    /// When the sentinels last failed to name a primary: no new lookup before
+    /// `RECONNECT_FIRST` has passed, so an outage does not send every request to them.
+    failed_lookup: Mutex<Option<Instant>>,
     prefix: String,
     connect_timeout: Duration,
     command_timeout: Duration,
+    min_replicas: u32,
+    replication_timeout: Duration,
+    /// Bounds the connections of the writes waiting for replicas.
+    replicated_writes: tokio::sync::Semaphore,
     health: Arc<StoreHealth>,
     sealer: Sealer,
+}
+
+/// How the primary is found.
+enum Locator {
+    /// One address: its `ConnectionManager` reconnects to it by itself.
+    Fixed(Client),
+    /// Asked of the sentinels (one lookup at a time), again whenever the primary is lost.
+    Sentinels(tokio::sync::Mutex<SentinelClient>),
+}
+
+/// A primary found, with the connection every store shares.
+struct Primary {
+    lookup: u64,
+    client: Client,
+    manager: ConnectionManager,
 }
 
 impl Redis {
     fn new(settings: RedisSettings) -> Result<Redis, StateError> {
         let invalid = |e: redis::RedisError| StateError::Settings(e.to_string());
-        let mut info = redis::IntoConnectionInfo::into_connection_info(settings.url.as_str())
-            .map_err(invalid)?;
-        let mut account = info.redis_settings().clone();
-        if let Some(username) = &settings.username {
-            account = account.set_username(username);
-        }
-        if let Some(password) = &settings.password {
-            account = account.set_password(String::from_utf8_lossy(password.expose()));
-        }
-        info = info.set_redis_settings(account);
-        let client = match settings.ca_pem {
-            Some(root_cert) => Client::build_with_tls(
-                info,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(root_cert),
-                },
-            ),
-            None => Client::open(info),
-        }
-        .map_err(invalid)?;
+        let certificates = settings.ca_pem.map(|root_cert| redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(root_cert),
+        });
+        let password = settings
+            .password
+            .as_ref()
+            .map(|p| String::from_utf8_lossy(p.expose()).into_owned());
+        let locator = match settings.target {
+            RedisTarget::Url(url) => {
+                let mut info = redis::IntoConnectionInfo::into_connection_info(url.as_str())
+                    .map_err(invalid)?;
+                let mut account = info.redis_settings().clone();
+                if let Some(username) = &settings.username {
+                    account = account.set_username(username);
+                }
+                if let Some(password) = &password {
+                    account = account.set_password(password);
+                }
+                info = info.set_redis_settings(account);
+                let client = match certificates {
+                    Some(certificates) => Client::build_with_tls(info, certificates),
+                    None => Client::open(info),
+                }
+                .map_err(invalid)?;
+                Locator::Fixed(client)
+            }
+            RedisTarget::Sentinels(sentinels) => {
+                let client = sentinel_client(
+                    *sentinels,
+                    settings.username.as_deref(),
+                    password.as_deref(),
+                    certificates,
+                )
+                .map_err(invalid)?;
+                Locator::Sentinels(tokio::sync::Mutex::new(client))
+            }
+        };
         let keys = settings.encryption_keys.iter();
         let sealer = Sealer::new(keys.map(|k| (k.kid.as_str(), k.secret.expose())))
             .ok_or_else(|| StateError::Settings("no encryption key".into()))?;
         Ok(Redis {
-            client,
-            manager: tokio::sync::OnceCell::new(),
+            locator,
+            primary: RwLock::new(None),
+            lookups: AtomicU64::new(0),
+            failed_lookup: Mutex::new(None),
             prefix: settings.key_prefix,
             connect_timeout: settings.connect_timeout,
             command_timeout: settings.command_timeout,
+            min_replicas: settings.min_replicas,
+            replication_timeout: settings.replication_timeout,
+            replicated_writes: tokio::sync::Semaphore::new(REPLICATED_WRITES_AT_ONCE),
             health: Arc::new(StoreHealth::starting()),
             sealer,
         })
@@ -184,19 +271,128 @@ impl Redis {
         plain.and_then(|p| String::from_utf8(p).ok())
     }
 
-    async fn connection(&self) -> Result<ConnectionManager, redis::RedisError> {
+    fn current_primary(&self) -> Option<Arc<Primary>> {
+        self.primary.read().ok().and_then(|p| p.clone())
+    }
+
+    /// The primary to use: the one in use, else found (through the sentinels if any).
+    async fn primary(&self) -> Result<Arc<Primary>, redis::RedisError> {
+        if let Some(primary) = self.current_primary() {
+            return Ok(primary);
+        }
+        let client = match &self.locator {
+            Locator::Fixed(client) => client.clone(),
+            Locator::Sentinels(sentinels) => {
+                let mut sentinels = sentinels.lock().await;
+                // Found by another task while this one waited for the lookup.
+                if let Some(primary) = self.current_primary() {
+                    return Ok(primary);
+                }
+                self.ask_sentinels(&mut sentinels).await?
+            }
+        };
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.command_timeout))
             .set_min_delay(RECONNECT_FIRST)
             .set_max_delay(RECONNECT_MAX);
-        let manager = self
-            .manager
-            .get_or_try_init(|| async {
-                ConnectionManager::new_lazy_with_config(self.client.clone(), config)
-            })
-            .await?;
-        Ok(manager.clone())
+        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+        let primary = Arc::new(Primary {
+            lookup: self.lookups.fetch_add(1, Ordering::Relaxed) + 1,
+            client,
+            manager,
+        });
+        let mut current = self
+            .primary
+            .write()
+            .map_err(|_| lookup_error("the primary's lock is poisoned"))?;
+        Ok(current.get_or_insert(primary).clone())
+    }
+
+    /// The primary the sentinels name, once it says it is one (`ROLE`), within
+    /// `connect_timeout`.
+    async fn ask_sentinels(
+        &self,
+        sentinels: &mut SentinelClient,
+    ) -> Result<Client, redis::RedisError> {
+        let failed_lookup = |at| {
+            if let Ok(mut failed) = self.failed_lookup.lock() {
+                *failed = at;
+            }
+        };
+        let recent_failure = self.failed_lookup.lock().ok().and_then(|f| *f);
+        if recent_failure.is_some_and(|at| at.elapsed() < RECONNECT_FIRST) {
+            return Err(lookup_error(
+                "no primary known: the sentinels were just asked",
+            ));
+        }
+        let found = tokio::time::timeout(self.connect_timeout, sentinels.async_get_client()).await;
+        match found {
+            Ok(Ok(client)) => {
+                failed_lookup(None);
+                tracing::info!(primary = %client.get_connection_info().addr(), "redis primary found through the sentinels");
+                Ok(client)
+            }
+            Ok(Err(e)) => {
+                failed_lookup(Some(Instant::now()));
+                Err(e)
+            }
+            Err(_) => {
+                failed_lookup(Some(Instant::now()));
+                Err(lookup_error(
+                    "no primary named by the sentinels within connect_timeout_ms",
+                ))
+            }
+        }
+    }
+
+    /// Forgets `primary` after it failed, so the next command asks the sentinels again:
+    /// after a failover the old primary is gone or a replica. With one address, the
+    /// connection reconnects by itself instead.
+    fn lost(&self, lookup: u64) {
+        if !matches!(self.locator, Locator::Sentinels(_)) {
+            return;
+        }
+        if let Ok(mut current) = self.primary.write() {
+            if current.as_ref().is_some_and(|p| p.lookup == lookup) {
+                *current = None;
+            }
+        }
+    }
+
+    /// That Redis answers; with sentinels, that it is still the primary (`ROLE`) and the
+    /// one they name: after a failover the old primary, if it still answers, says it is a
+    /// primary until the sentinels turn it into a replica (up to 10 s later), and what is
+    /// written there is lost. Forgotten then. Sentinels that do not answer change nothing.
+    async fn check_primary(&self) -> Result<(), StateError> {
+        let Locator::Sentinels(sentinels) = &self.locator else {
+            return self.run("ping", &redis::cmd("PING")).await;
+        };
+        let role = self.run("role", &redis::cmd("ROLE")).await?;
+        let Some(primary) = self.current_primary() else {
+            return Err(self.failed("role", "no primary known"));
+        };
+        if !matches!(role, redis::Role::Primary { .. }) {
+            self.lost(primary.lookup);
+            return Err(self.failed("role", "the primary became a replica"));
+        }
+        let named = {
+            let mut sentinels = sentinels.lock().await;
+            self.ask_sentinels(&mut sentinels).await
+        };
+        let address = |client: &Client| client.get_connection_info().addr().to_string();
+        match named {
+            Ok(named) if address(&named) != address(&primary.client) => {
+                self.lost(primary.lookup);
+                Err(self.failed("role", "the sentinels name another primary"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Which primary is in use (its lookup's number), if any.
+    fn primary_in_use(&self) -> Option<u64> {
+        self.current_primary().map(|p| p.lookup)
     }
 
     /// Runs `command` within `command_timeout`, recording the outcome.
@@ -205,9 +401,8 @@ impl Redis {
         what: &'static str,
         command: &redis::Cmd,
     ) -> Result<T, StateError> {
-        self.bounded(what, async {
-            let mut connection = self.connection().await?;
-            command.query_async(&mut connection).await
+        self.bounded(what, self.command_timeout, |primary| async move {
+            command.query_async(&mut primary.manager.clone()).await
         })
         .await
     }
@@ -222,33 +417,152 @@ impl Redis {
     ) -> Result<T, StateError> {
         let mut invocation = script.prepare_invoke();
         invocation.key(keys).arg(args);
-        self.bounded(what, async {
-            let mut connection = self.connection().await?;
-            invocation.invoke_async(&mut connection).await
+        let invocation = &invocation;
+        self.bounded(what, self.command_timeout, |primary| async move {
+            invocation.invoke_async(&mut primary.manager.clone()).await
         })
         .await
     }
 
-    async fn bounded<T>(
+    /// Runs `writes` (each `ignore`d), answering only once the primary has them and
+    /// `min_replicas` replicas acknowledged them: `WAIT` in the same pipeline, so on the
+    /// same connection (a WAIT on a reconnected one would wait for nothing). Past
+    /// `replication_timeout` with fewer: `NotReplicated`, never a success that a
+    /// failover may forget. Each on a connection of its own: Redis answers nothing else
+    /// on a connection while it waits, so with replicas gone the checks (and the other
+    /// writes) would queue behind it.
+    async fn run_replicated(
         &self,
         what: &'static str,
-        work: impl std::future::Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, StateError> {
-        let outcome = tokio::time::timeout(self.command_timeout, work).await;
-        match outcome {
+        mut writes: redis::Pipeline,
+    ) -> Result<(), StateError> {
+        if self.min_replicas == 0 {
+            return self
+                .bounded(what, self.command_timeout, |primary| async move {
+                    writes.query_async::<()>(&mut primary.manager.clone()).await
+                })
+                .await;
+        }
+        let timeout_ms = u64::try_from(self.replication_timeout.as_millis()).unwrap_or(u64::MAX);
+        writes.cmd("WAIT").arg(self.min_replicas).arg(timeout_ms);
+        let writes = &writes;
+        let bound = self.command_timeout + self.replication_timeout;
+        let (acknowledged,): (u32,) = self
+            .bounded(what, bound, |primary| async move {
+                let _turn = self.replicated_writes.acquire().await;
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(self.connect_timeout))
+                    .set_response_timeout(Some(bound));
+                let connection = primary
+                    .client
+                    .get_multiplexed_async_connection_with_config(&config);
+                writes.query_async(&mut connection.await?).await
+            })
+            .await?;
+        if acknowledged < self.min_replicas {
+            return Err(StateError::NotReplicated {
+                acknowledged,
+                wanted: self.min_replicas,
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs `work` on the primary's connection within `bound`, recording the outcome; a
+    /// primary that fails is forgotten (see `lost`).
+    async fn bounded<T, W, F>(
+        &self,
+        what: &'static str,
+        bound: Duration,
+        work: W,
+    ) -> Result<T, StateError>
+    where
+        W: FnOnce(Arc<Primary>) -> F,
+        F: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let mut used = None;
+        let outcome = tokio::time::timeout(bound, async {
+            let primary = self.primary().await?;
+            used = Some(primary.lookup);
+            work(primary).await
+        })
+        .await;
+        let why = match outcome {
             Ok(Ok(value)) => {
                 self.health.command_succeeded();
-                Ok(value)
+                return Ok(value);
             }
-            Ok(Err(e)) => Err(self.failed(what, &e.to_string())),
-            Err(_) => Err(self.failed(what, "no answer within command_timeout_ms")),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "no answer in time".to_string(),
+        };
+        if let Some(lookup) = used {
+            self.lost(lookup);
         }
+        Err(self.failed(what, &why))
     }
 
     fn failed(&self, what: &str, why: &str) -> StateError {
         self.health.command_failed();
         StateError::Unavailable(format!("redis {what}: {why}"))
     }
+}
+
+/// Asks `sentinels` for the primary, as the sentinels' user, and talks to it as the
+/// gateways' user (`username`, `password`), each with TLS if so configured.
+fn sentinel_client(
+    sentinels: SentinelSettings,
+    username: Option<&str>,
+    password: Option<&str>,
+    certificates: Option<redis::TlsCertificates>,
+) -> redis::RedisResult<SentinelClient> {
+    let tls = sentinels.sentinel_tls;
+    let addresses = sentinels
+        .addresses
+        .into_iter()
+        .map(|(host, port)| match tls {
+            true => ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: false,
+                tls_params: None,
+            },
+            false => ConnectionAddr::Tcp(host, port),
+        });
+    let mut builder = SentinelClientBuilder::new(
+        addresses,
+        &sentinels.master_name,
+        SentinelServerType::Master,
+    )?;
+    if let Some(username) = username {
+        builder = builder.set_client_to_redis_username(username);
+    }
+    if let Some(password) = password {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    if sentinels.tls {
+        builder = builder.set_client_to_redis_tls_mode(TlsMode::Secure);
+        if let Some(certificates) = certificates.clone() {
+            builder = builder.set_client_to_redis_certificates(certificates);
+        }
+    }
+    if let Some(username) = &sentinels.username {
+        builder = builder.set_client_to_sentinel_username(username);
+    }
+    if let Some(password) = &sentinels.password {
+        builder =
+            builder.set_client_to_sentinel_password(String::from_utf8_lossy(password.expose()));
+    }
+    if tls {
+        builder = builder.set_client_to_sentinel_tls_mode(TlsMode::Secure);
+        if let Some(certificates) = certificates {
+            builder = builder.set_client_to_sentinel_certificates(certificates);
+        }
+    }
+    builder.build()
+}
+
+fn lookup_error(why: &'static str) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Io, why))
 }
 
 /// Revocations: keys in Redis, a local copy for the checks.
@@ -265,9 +579,11 @@ impl Revocations for RedisRevocations {
         }
         let channel = self.redis.revocations_channel();
         let signed = self.redis.sealer.sign(&channel, &format!("{until} {jti}"));
-        let mut atomic = redis::pipe();
-        atomic
-            .atomic()
+        // MULTI/EXEC written out (not `atomic()`): the WAIT after it must stay outside.
+        let mut writes = redis::pipe();
+        writes
+            .cmd("MULTI")
+            .ignore()
             .cmd("SET")
             .arg(self.redis.key("revoked", jti))
             .arg(&signed)
@@ -277,13 +593,10 @@ impl Revocations for RedisRevocations {
             .cmd("PUBLISH")
             .arg(channel)
             .arg(&signed)
+            .ignore()
+            .cmd("EXEC")
             .ignore();
-        self.redis
-            .bounded("revoke", async {
-                let mut connection = self.redis.connection().await?;
-                atomic.query_async::<()>(&mut connection).await
-            })
-            .await?;
+        self.redis.run_replicated("revoke", writes).await?;
         // This gateway refuses the token at once, before its own message comes back.
         self.local.revoke(jti, until, now).await
     }
@@ -390,11 +703,25 @@ impl RevocationFeed {
     async fn follow(&self, shutdown: &mut ShutdownWatch) -> Result<(), StateError> {
         let redis = &self.revocations.redis;
         let lost = |e: redis::RedisError| StateError::Unavailable(format!("redis feed: {e}"));
-        let mut pubsub =
-            tokio::time::timeout(redis.connect_timeout, redis.client.get_async_pubsub())
-                .await
-                .map_err(|_| StateError::Unavailable("redis feed: no connection in time".into()))?
-                .map_err(lost)?;
+        let no_primary = || StateError::Unavailable("redis feed: no primary in time".into());
+        let primary = tokio::time::timeout(redis.connect_timeout, redis.primary())
+            .await
+            .map_err(|_| no_primary())?
+            .map_err(lost)?;
+        let pubsub = tokio::time::timeout(redis.connect_timeout, primary.client.get_async_pubsub())
+            .await
+            .map_err(|_| StateError::Unavailable("redis feed: no connection in time".into()));
+        let mut pubsub = match pubsub {
+            Ok(Ok(pubsub)) => pubsub,
+            Ok(Err(e)) => {
+                redis.lost(primary.lookup);
+                return Err(lost(e));
+            }
+            Err(e) => {
+                redis.lost(primary.lookup);
+                return Err(e);
+            }
+        };
         tokio::time::timeout(
             redis.command_timeout,
             pubsub.subscribe(redis.revocations_channel()),
@@ -418,7 +745,12 @@ impl RevocationFeed {
                     None => return Err(StateError::Unavailable("redis feed: connection closed".into())),
                 },
                 _ = liveness.tick() => {
-                    redis.run::<()>("ping", &redis::cmd("PING")).await?;
+                    redis.check_primary().await?;
+                    // The commands moved to another primary (a failover): follow it there,
+                    // and read its revocations again.
+                    if redis.primary_in_use() != Some(primary.lookup) {
+                        return Err(StateError::Unavailable("redis feed: the primary changed".into()));
+                    }
                 }
             }
         }
@@ -430,7 +762,8 @@ impl BackgroundService for RevocationFeed {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         let mut wait = RECONNECT_FIRST;
         loop {
-            let outcome = self.follow(&mut shutdown).await;
+            // Boxed: the subscription's future is large (clippy.toml), once per connection.
+            let outcome = Box::pin(self.follow(&mut shutdown)).await;
             self.health().set_in_sync(false);
             match outcome {
                 Ok(()) => return,
@@ -469,15 +802,12 @@ return failures
 });
 
 /// Locks a user until ARGV[1], keeping its count; the record outlives the lock by ARGV[2].
-static LOCK: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+const LOCK_SOURCE: &str = r#"
 redis.call('HSET', KEYS[1], 'locked_until', ARGV[1])
 redis.call('EXPIREAT', KEYS[1], tonumber(ARGV[1]) + tonumber(ARGV[2]))
 return 1
-"#,
-    )
-});
+"#;
+static LOCK: LazyLock<Script> = LazyLock::new(|| Script::new(LOCK_SOURCE));
 
 /// Lockouts: one hash per username, `failures` and `locked_until`.
 pub struct RedisLockouts {
@@ -509,11 +839,22 @@ impl Lockouts for RedisLockouts {
 
     async fn lock(&self, username: &str, until: UnixTime) -> Result<(), StateError> {
         let key = self.redis.key("lockout", username);
-        let args = (until, FAILURE_MEMORY_SECONDS);
-        self.redis
-            .run_script::<i64>("lockout", &LOCK, key, args)
-            .await?;
-        Ok(())
+        // Loaded in the same pipeline: EVALSHA alone fails on a primary that never ran it
+        // (a new one after a failover).
+        let mut writes = redis::pipe();
+        writes
+            .cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(LOCK_SOURCE)
+            .ignore()
+            .cmd("EVALSHA")
+            .arg(LOCK.get_hash())
+            .arg(1)
+            .arg(key)
+            .arg(until)
+            .arg(FAILURE_MEMORY_SECONDS)
+            .ignore();
+        self.redis.run_replicated("lockout", writes).await
     }
 
     async fn clear(&self, username: &str) -> Result<(), StateError> {
@@ -662,20 +1003,25 @@ mod tests {
 
     use super::*;
     use crate::client_addr::ClientNet;
-    use crate::state::redis_server::{self, RedisServer};
+    use crate::state::redis_server::{self, RedisServer, SentinelServer};
     use crate::state::{contract, BucketRate, Take, UserSession};
 
     const COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
+    const REPLICATION_TIMEOUT: Duration = Duration::from_millis(300);
+    /// Room for a replica's acknowledgement while the other tests load both cores.
+    const BUSY_REPLICATION_TIMEOUT: Duration = Duration::from_secs(1);
 
     fn settings(server: &RedisServer, prefix: &str) -> RedisSettings {
         RedisSettings {
-            url: server.url(),
+            target: RedisTarget::Url(server.url()),
             username: None,
             password: None,
             ca_pem: None,
             key_prefix: prefix.into(),
             connect_timeout: Duration::from_millis(300),
             command_timeout: COMMAND_TIMEOUT,
+            min_replicas: 0,
+            replication_timeout: REPLICATION_TIMEOUT,
             encryption_keys: vec![encryption_key(
                 redis_server::ENCRYPTION_KID,
                 redis_server::ENCRYPTION_SECRET,
@@ -1248,9 +1594,15 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_shipped_acl_user_can_do_all_a_gateway_does() {
         let server = RedisServer::start();
+        // A replica to acknowledge the writes that wait for one (WAIT).
+        let replica = RedisServer::start_replica_of(&server);
+        replicating(&server, &replica).await;
         let password = std::fs::read(server.gateway_password_file()).unwrap();
         let key = crate::secrets::read_secret(&server.encryption_key_file()).unwrap();
         let acl_user = || RedisSettings {
+            min_replicas: 1,
+            // Room for a replica's acknowledgement on two busy cores.
+            replication_timeout: BUSY_REPLICATION_TIMEOUT,
             username: Some(redis_server::GATEWAY_USER.into()),
             password: Some(Secret::new(password.clone())),
             encryption_keys: vec![EncryptionKey {
@@ -1313,5 +1665,270 @@ mod tests {
         assert_eq!(acl_log().await.len(), 1, "ACL LOG records what it refuses");
         assert_eq!(a.stores.health.errors(), 0, "a command the ACL refused");
         assert_eq!(b.stores.health.errors(), 0, "a command the ACL refused");
+    }
+
+    /// Writes `value` under `key` on `server` and reads it back from `replica` within 5 s.
+    async fn replicating(server: &RedisServer, replica: &RedisServer) {
+        let mut primary = raw(server).await;
+        redis::cmd("SET")
+            .arg("probe")
+            .arg(1)
+            .query_async::<()>(&mut primary)
+            .await
+            .unwrap();
+        let started = Instant::now();
+        loop {
+            let seen: Option<u32> = redis::cmd("GET")
+                .arg("probe")
+                .query_async(&mut raw(replica).await)
+                .await
+                .unwrap();
+            if seen.is_some() {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the replica never synced"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Item 2: a revocation, a lock and a session's end are answered once a replica has
+    /// them; with no replica to acknowledge them, `NotReplicated` (a 503), not done, while
+    /// reads and the other writes go on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn revocations_locks_and_session_ends_wait_for_min_replicas() {
+        let server = RedisServer::start();
+        let mut replica = RedisServer::start_replica_of(&server);
+        replicating(&server, &replica).await;
+        let gateway = gateway_with(RedisSettings {
+            min_replicas: 1,
+            replication_timeout: BUSY_REPLICATION_TIMEOUT,
+            ..settings(&server, "cg:")
+        })
+        .await;
+        let stores = &gateway.stores;
+        let now = crate::state::unix_now();
+        stores
+            .revocations
+            .revoke("kept", now + 60, now)
+            .await
+            .unwrap();
+        stores.lockouts.lock("locked", now + 60).await.unwrap();
+        stores
+            .user_sessions
+            .open("j1", &session(now + 60), now)
+            .await
+            .unwrap();
+        stores.user_sessions.close("j1").await.unwrap();
+        // Acknowledged: the replica has them.
+        let on_replica = |key: &'static str| {
+            let replica = &replica;
+            async move {
+                let exists: bool = redis::cmd("EXISTS")
+                    .arg(key)
+                    .query_async(&mut raw(replica).await)
+                    .await
+                    .unwrap();
+                exists
+            }
+        };
+        assert!(on_replica("cg:revoked:kept").await);
+        assert!(on_replica("cg:lockout:locked").await);
+
+        replica.stop();
+        let not_replicated = |outcome: Result<(), StateError>| {
+            assert!(
+                matches!(
+                    outcome,
+                    Err(StateError::NotReplicated {
+                        acknowledged: 0,
+                        wanted: 1
+                    })
+                ),
+                "{outcome:?}"
+            )
+        };
+        not_replicated(stores.revocations.revoke("lost", now + 60, now).await);
+        not_replicated(stores.lockouts.lock("other", now + 60).await);
+        not_replicated(stores.user_sessions.close("j2").await);
+        // Not an outage: checks, reads and other writes go on.
+        assert!(stores.health.up());
+        assert!(stores.revocations.is_revoked("kept", now).await.unwrap());
+        assert_eq!(
+            stores.lockouts.locked_until("locked", now).await.unwrap(),
+            Some(now + 60)
+        );
+        stores
+            .lockouts
+            .record_failure("someone", now)
+            .await
+            .unwrap();
+        stores.ready().await.unwrap();
+    }
+
+    /// Item 1: with sentinels, the stores use the primary they name and, once it is
+    /// killed, the replica they promote, without a restart; the revocations made before
+    /// are known after, and the feed reads them again from the new primary.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_primary_is_found_through_the_sentinels_and_followed_after_a_failover() {
+        let mut primary = RedisServer::start();
+        let replica = RedisServer::start_replica_of(&primary);
+        replicating(&primary, &replica).await;
+        let sentinel = SentinelServer::start("cg-test", &primary, 1);
+        let password = std::fs::read(sentinel.password_file()).unwrap();
+        let sentinels = RedisSettings {
+            target: RedisTarget::Sentinels(Box::new(SentinelSettings {
+                addresses: vec![("127.0.0.1".into(), sentinel.port)],
+                master_name: "cg-test".into(),
+                username: Some(redis_server::SENTINEL_USER.into()),
+                password: Some(Secret::new(password)),
+                tls: false,
+                sentinel_tls: false,
+            })),
+            // The one replica becomes the primary: none left to acknowledge.
+            min_replicas: 0,
+            // As the shipped ACL's user: what the sentinels' client asks the primary
+            // (ROLE) is allowed.
+            username: Some(redis_server::GATEWAY_USER.into()),
+            password: Some(Secret::new(
+                std::fs::read(primary.gateway_password_file()).unwrap(),
+            )),
+            ..settings(&primary, redis_server::GATEWAY_PREFIX)
+        };
+        let a = gateway_with(sentinels.clone()).await;
+        let b = gateway_with(sentinels).await;
+        let now = crate::state::unix_now();
+        a.stores
+            .revocations
+            .revoke("before", now + 600, now)
+            .await
+            .unwrap();
+        let primary_address = |gateway: &Gateway| {
+            let feed = gateway.stores.feed.as_ref().unwrap();
+            let primary = feed.revocations.redis.current_primary();
+            primary.map(|p| p.client.get_connection_info().addr().to_string())
+        };
+        assert_eq!(
+            primary_address(&a),
+            Some(format!("127.0.0.1:{}", primary.port))
+        );
+
+        primary.stop();
+        wait_until(Duration::from_secs(5), || !b.stores.health.up()).await;
+        // Until the sentinels promote the replica, no primary: closed.
+        let failover = Duration::from_millis(redis_server::SENTINEL_DOWN_AFTER_MS * 10);
+        let started = Instant::now();
+        loop {
+            match a.stores.revocations.revoke("after", now + 600, now).await {
+                Ok(()) => break,
+                Err(StateError::Unavailable(_)) => {
+                    assert!(
+                        started.elapsed() < failover,
+                        "no new primary in {failover:?}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(other) => panic!("{other}"),
+            }
+        }
+        println!(
+            "writes again {:?} after the primary was killed",
+            started.elapsed()
+        );
+        assert_eq!(
+            primary_address(&a),
+            Some(format!("127.0.0.1:{}", replica.port))
+        );
+        for gateway in [&a, &b] {
+            wait_until(Duration::from_secs(5), || gateway.stores.health.up()).await;
+            let revocations = &gateway.stores.revocations;
+            assert!(revocations.is_revoked("before", now).await.unwrap());
+            let started = Instant::now();
+            while !revocations.is_revoked("after", now).await.unwrap() {
+                assert!(
+                    started.elapsed() < Duration::from_secs(2),
+                    "after never came"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+
+    /// Item 1: a primary replaced while it still answers (`SENTINEL FAILOVER`: a
+    /// switchover) is left for the one the sentinels promoted, with no write to find out:
+    /// while it waits for messages the feed asks `ROLE` and the sentinels.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_primary_turned_replica_is_left_for_the_promoted_one() {
+        let primary = RedisServer::start();
+        let replica = RedisServer::start_replica_of(&primary);
+        replicating(&primary, &replica).await;
+        let sentinel = SentinelServer::start("cg-test", &primary, 1);
+        let password = std::fs::read(sentinel.password_file()).unwrap();
+        let gateway = gateway_with(RedisSettings {
+            target: RedisTarget::Sentinels(Box::new(SentinelSettings {
+                addresses: vec![("127.0.0.1".into(), sentinel.port)],
+                master_name: "cg-test".into(),
+                username: Some(redis_server::SENTINEL_USER.into()),
+                password: Some(Secret::new(password.clone())),
+                tls: false,
+                sentinel_tls: false,
+            })),
+            ..settings(&primary, "cg:")
+        })
+        .await;
+        let redis = &gateway.stores.feed.as_ref().unwrap().revocations.redis;
+        let in_use = || {
+            let primary = redis.current_primary();
+            primary.map(|p| p.client.get_connection_info().addr().to_string())
+        };
+        assert_eq!(in_use(), Some(format!("127.0.0.1:{}", primary.port)));
+        let sentinel_user = Client::open(format!(
+            "redis://{}:{}@127.0.0.1:{}",
+            redis_server::SENTINEL_USER,
+            redis_server::SENTINEL_PASSWORD,
+            sentinel.port
+        ))
+        .unwrap();
+        let mut to_sentinel = sentinel_user
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        // Refused (NOGOODSLAVE) until the sentinel has heard from the replica itself.
+        let started = Instant::now();
+        while let Err(e) = redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg("cg-test")
+            .query_async::<()>(&mut to_sentinel)
+            .await
+        {
+            assert!(started.elapsed() < Duration::from_secs(10), "{e}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let promoted = Some(format!("127.0.0.1:{}", replica.port));
+        let started = Instant::now();
+        while in_use() != promoted {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "still on {:?}",
+                in_use()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        wait_until(Duration::from_secs(5), || gateway.stores.health.up()).await;
+        let now = crate::state::unix_now();
+        gateway
+            .stores
+            .revocations
+            .revoke("after", now + 60, now)
+            .await
+            .unwrap();
+        assert!(gateway
+            .stores
+            .revocations
+            .is_revoked("after", now)
+            .await
+            .unwrap());
     }
 }

@@ -75,10 +75,9 @@ impl UserSessions for RedisUserSessions {
     }
 
     async fn close(&self, jti: &str) -> Result<(), StateError> {
-        let del = redis::cmd("DEL")
-            .arg(self.redis.key("session", jti))
-            .clone();
-        self.redis.run::<()>("user session", &del).await
+        let mut del = redis::pipe();
+        del.cmd("DEL").arg(self.redis.key("session", jti)).ignore();
+        self.redis.run_replicated("user session", del).await
     }
 
     async fn ready(&self) -> Result<(), StateError> {
