@@ -284,7 +284,9 @@ gateway_variant() {
 }
 # with its state in Redis
 gateway_variant cgr "$P_CGR" "$P_CGR_METRICS"
-printf '[state]\nbackend = "redis"\n[state.redis]\nurl = "redis://127.0.0.1:%s"\n' "$P_REDIS" >>"$WORK/cgr/clustergate.toml"
+# The key that seals tokens in Redis (state.redis.encryption_keys), owner-only as required.
+(umask 077 && head -c 32 /dev/urandom | base64 >"$WORK/cgr/redis.key")
+printf '[state]\nbackend = "redis"\n[state.redis]\nurl = "redis://127.0.0.1:%s"\nencryption_keys = [{ kid = "1", secret_file = "redis.key" }]\n' "$P_REDIS" >>"$WORK/cgr/clustergate.toml"
 # with the other runtime than its default (work stealing on)
 gateway_variant cgs "$P_CGS" "$P_CGS_METRICS" -e "s/^threads = .*/&\nwork_stealing = true/"
 # terminating TLS itself (rustls)
