@@ -4,6 +4,7 @@
 
 use crate::access::AccessError;
 use crate::edge::paths::PathError;
+use crate::edge::request::BodyError;
 use crate::errors::GatewayError;
 use crate::state::StateError;
 use crate::upstream::credentials::CredentialError;
@@ -28,6 +29,22 @@ impl From<PathError> for GatewayError {
     fn from(e: PathError) -> Self {
         GatewayError::InvalidPath {
             detail: format!("Invalid request path: {e}."),
+        }
+    }
+}
+
+impl From<BodyError> for GatewayError {
+    fn from(e: BodyError) -> Self {
+        match e {
+            BodyError::UnexpectedBody { method } => GatewayError::UnexpectedBody { method },
+            BodyError::TooLarge { limit } => GatewayError::PayloadTooLarge { limit },
+            BodyError::Timeout { millis } => GatewayError::BodyTimeout { millis },
+            BodyError::Continue(kind) => {
+                GatewayError::bad_request(format!("Could not answer Expect: {kind}"))
+            }
+            BodyError::Unreadable(kind) => {
+                GatewayError::bad_request(format!("Could not read the request body: {kind}"))
+            }
         }
     }
 }
@@ -77,6 +94,49 @@ impl From<CredentialError> for GatewayError {
             _ => GatewayError::BadGateway {
                 detail: "the gateway could not log in to the dashboard backend".into(),
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_errors_are_answered_as_the_gateway_answered_them_before_they_had_a_type() {
+        let answers = [
+            (
+                BodyError::UnexpectedBody { method: "GET" },
+                400,
+                "A GET request cannot have a body.",
+            ),
+            (
+                BodyError::TooLarge { limit: 10 },
+                413,
+                "The request body is larger than 10 bytes.",
+            ),
+            (
+                BodyError::Timeout { millis: 30 },
+                408,
+                "The request body did not arrive within 30 ms.",
+            ),
+            (
+                BodyError::Unreadable("ReadError"),
+                400,
+                "Could not read the request body: ReadError",
+            ),
+            (
+                BodyError::Continue("WriteError"),
+                400,
+                "Could not answer Expect: WriteError",
+            ),
+        ];
+        for (error, status, detail) in answers {
+            let answer = GatewayError::from(error);
+            assert_eq!(
+                (answer.status(), answer.to_string()),
+                (status, detail.to_string())
+            );
         }
     }
 }

@@ -8,7 +8,25 @@ use std::time::Duration;
 use bytes::Bytes;
 use pingora::proxy::Session;
 
-use crate::errors::GatewayError;
+/// Why a request's body was refused (each answered in `error_answers`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    /// A GET or HEAD with a body (400).
+    #[error("a {method} request has a body")]
+    UnexpectedBody { method: &'static str },
+    /// More than the limit, declared or read (413).
+    #[error("the body is larger than {limit} bytes")]
+    TooLarge { limit: usize },
+    /// Not whole within `server.body_timeout_ms` (408).
+    #[error("the body did not arrive within {millis} ms")]
+    Timeout { millis: u128 },
+    /// The client's `Expect: 100-continue` could not be answered, with pingora's error kind.
+    #[error("could not answer Expect: {0}")]
+    Continue(&'static str),
+    /// The body could not be read, with pingora's error kind (400).
+    #[error("could not read the request body: {0}")]
+    Unreadable(&'static str),
+}
 
 /// What the gateway may read of a request body, and for how long.
 #[derive(Debug, Clone, Copy)]
@@ -21,7 +39,7 @@ pub struct BodyLimits {
 
 /// GET and HEAD take no body (400): an open route of the web UI would forward it to the
 /// dashboard, and a body left unread would hold the connection.
-pub fn refuse_bodies_of_get_and_head(session: &mut Session) -> Result<(), GatewayError> {
+pub fn refuse_bodies_of_get_and_head(session: &mut Session) -> Result<(), BodyError> {
     let method = match session.req_header().method {
         http::Method::GET => "GET",
         http::Method::HEAD => "HEAD",
@@ -31,7 +49,7 @@ pub fn refuse_bodies_of_get_and_head(session: &mut Session) -> Result<(), Gatewa
         return Ok(());
     }
     session.set_keepalive(None);
-    Err(GatewayError::UnexpectedBody { method })
+    Err(BodyError::UnexpectedBody { method })
 }
 
 /// Reads a forwarded request's body whole, before a connection to the dashboard is taken:
@@ -41,7 +59,7 @@ pub fn refuse_bodies_of_get_and_head(session: &mut Session) -> Result<(), Gatewa
 pub async fn read_forwarded_body(
     session: &mut Session,
     limits: BodyLimits,
-) -> Result<Option<Bytes>, GatewayError> {
+) -> Result<Option<Bytes>, BodyError> {
     if session.as_mut().is_body_empty() {
         return Ok(None);
     }
@@ -49,7 +67,7 @@ pub async fn read_forwarded_body(
         Some(length) if length > limits.bytes => {
             // Read up to the limit first: HTTP/2 clients refused unread see a reset.
             read_body(session, limits).await?;
-            Err(GatewayError::PayloadTooLarge {
+            Err(BodyError::TooLarge {
                 limit: limits.bytes,
             })
         }
@@ -106,12 +124,12 @@ pub fn joined_header<'h>(
 
 /// Reads the whole request body within `limits.time` (408, the connection closed: the
 /// rest of the body stays unread), refusing more than `limits.bytes` bytes (413).
-pub async fn read_body(session: &mut Session, limits: BodyLimits) -> Result<Bytes, GatewayError> {
+pub async fn read_body(session: &mut Session, limits: BodyLimits) -> Result<Bytes, BodyError> {
     match tokio::time::timeout(limits.time, read_bounded_body(session, limits.bytes)).await {
         Ok(read) => read,
         Err(_) => {
             session.set_keepalive(None);
-            Err(GatewayError::BodyTimeout {
+            Err(BodyError::Timeout {
                 millis: limits.time.as_millis(),
             })
         }
@@ -121,32 +139,31 @@ pub async fn read_body(session: &mut Session, limits: BodyLimits) -> Result<Byte
 /// Reads the whole request body, refusing more than `limit` bytes. It reads up to the
 /// limit before refusing, because an HTTP/2 client whose body is refused unread sees a
 /// stream reset instead of our 413.
-async fn read_bounded_body(session: &mut Session, limit: usize) -> Result<Bytes, GatewayError> {
+async fn read_bounded_body(session: &mut Session, limit: usize) -> Result<Bytes, BodyError> {
     if expects_continue(session) {
         // RFC 9110 §10.1.1: answer before the client sends the body: 413 now, or 100.
         if declared_length(&session.req_header().headers).is_some_and(|n| n > limit) {
             session.set_keepalive(None);
-            return Err(GatewayError::PayloadTooLarge { limit });
+            return Err(BodyError::TooLarge { limit });
         }
-        session.write_continue_response().await.map_err(|e| {
-            GatewayError::bad_request(format!("Could not answer Expect: {}", e.etype().as_str()))
-        })?;
+        session
+            .write_continue_response()
+            .await
+            .map_err(|e| BodyError::Continue(e.etype().as_str()))?;
     }
     let mut body = bytes::BytesMut::new();
     loop {
-        let chunk = session.read_request_body().await.map_err(|e| {
-            GatewayError::bad_request(format!(
-                "Could not read the request body: {}",
-                e.etype().as_str()
-            ))
-        })?;
+        let chunk = session
+            .read_request_body()
+            .await
+            .map_err(|e| BodyError::Unreadable(e.etype().as_str()))?;
         let Some(chunk) = chunk else {
             return Ok(body.freeze());
         };
         if body.len() + chunk.len() > limit {
             // The rest of the body stays unread: this connection cannot be reused.
             session.set_keepalive(None);
-            return Err(GatewayError::PayloadTooLarge { limit });
+            return Err(BodyError::TooLarge { limit });
         }
         body.extend_from_slice(&chunk);
     }
