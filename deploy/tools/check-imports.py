@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Fails when the crate's imports do not run one way.
 
-Reads every `crate::` path in src/ (use lines and paths written inline; test-only code,
-`#[cfg(test)]` items and the modules they declare, left out: tests may reach anywhere),
-and checks, between the modules at the root of src/ (a folder counts as one) and between
-files: no cycle; and the roof (the assembly in `app/`, the request path in `proxy`, the
-error mapping in `error_answers`) is imported only from above it. Run by tests/run.sh;
-`--graph` prints the module graph.
+Reads every `crate::` path in src/ (use lines and paths written inline, tests included:
+a test that needs a module above its own lives with that module), and checks, between the
+modules at the root of src/ (a folder counts as one) and between files: no cycle; and the
+roof (the assembly in `app/`, the request path in `proxy`, the error mapping in
+`error_answers`) is imported only from above it. Run by tests/run.sh; `--graph` prints the
+module graph.
 """
 import os
 import re
@@ -35,31 +35,6 @@ def module_files():
                 rel = rel[:-1]
             files[tuple(rel)] = os.path.join(root, name)
     return files
-
-
-def without_tests(text):
-    """`text` without its `#[cfg(test)]` items; and the modules declared test-only."""
-    kept, test_modules, at = [], set(), 0
-    for found in re.finditer(r"#\[cfg\(test\)\]", text):
-        if found.start() < at:
-            continue
-        kept.append(text[at:found.start()])
-        brace, semi = text.find("{", found.end()), text.find(";", found.end())
-        if semi != -1 and (brace == -1 or semi < brace):
-            declared = re.search(r"mod\s+([a-z_0-9]+)\s*;", text[found.end():semi + 1])
-            if declared:
-                test_modules.add(declared.group(1))
-            at = semi + 1
-            continue
-        depth, i = 0, brace
-        while i < len(text):
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            if depth == 0:
-                break
-            i += 1
-        at = i + 1
-    kept.append(text[at:])
-    return "".join(kept), test_modules
 
 
 def targets(text):
@@ -109,14 +84,10 @@ def cycle(graph):
 
 def main():
     files = module_files()
-    texts, test_only = {}, set()
+    texts = {}
     for module, path in files.items():
         with open(path, encoding="utf-8") as f:
-            texts[module], declared = without_tests(f.read())
-        test_only.update(module + (name,) for name in declared)
-    # Whatever lies under a test-only module is test-only too.
-    inside_tests = lambda m: any(m[:n] in test_only for n in range(1, len(m) + 1))
-    files = {m: p for m, p in files.items() if not inside_tests(m)}
+            texts[module] = f.read()
     file_graph = {}
     for module in files:
         deps = {resolve(t, files) for t in targets(texts[module])} - {None, module}

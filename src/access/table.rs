@@ -500,4 +500,54 @@ mod tests {
         assert!(decide(&viewer, Method::GET, "/api/settings/x").is_err());
         assert!(decide(&user(Role::PoolManager), Method::POST, "/api/pool").is_ok());
     }
+
+    #[test]
+    fn the_shipped_table_answers_like_the_dashboard() {
+        let dir = tempfile::tempdir().unwrap();
+        let shipped = crate::config::shipped_for_tests(dir.path());
+        let table = AccessTable::new(&shipped.access.operations);
+        let scoped = |s, p| Ok(Requirement::Scoped(s, p));
+        let cases = [
+            ("POST", "/api/pool", scoped(Scope::Pool, Permission::Create)),
+            (
+                "GET",
+                "/api/pool/rbd",
+                scoped(Scope::Pool, Permission::Read),
+            ),
+            (
+                "POST",
+                "/api/block/image/rbd%2Fimg/flatten",
+                scoped(Scope::RbdImage, Permission::Update),
+            ),
+            (
+                "POST",
+                "/api/osd/3/scrub",
+                scoped(Scope::Osd, Permission::Update),
+            ),
+            (
+                "GET",
+                "/api/settings",
+                scoped(Scope::ConfigOpt, Permission::Read),
+            ),
+            (
+                "DELETE",
+                "/api/user/x",
+                scoped(Scope::User, Permission::Delete),
+            ),
+            ("GET", "/api/summary", Ok(Requirement::Token)),
+            ("GET", "/", Ok(Requirement::Open)),
+            ("GET", "/ui-api/langs", Ok(Requirement::Open)),
+            ("POST", "/api/prometheus_receiver", Err(AccessError::Closed)),
+            ("GET", "/auth/saml2/login", Err(AccessError::Closed)),
+            ("GET", "/api/nonexistent", Err(AccessError::UnknownPath)),
+        ];
+        for (method, path, expected) in cases {
+            let method = http::Method::from_bytes(method.as_bytes()).unwrap();
+            assert_eq!(
+                table.lookup(&method, path).requirement,
+                expected,
+                "{method} {path}"
+            );
+        }
+    }
 }

@@ -260,6 +260,8 @@ impl Auth {
 }
 
 #[cfg(test)]
+mod audited_logins;
+#[cfg(test)]
 pub(crate) mod testing;
 
 #[cfg(test)]

@@ -135,5 +135,20 @@ impl Config {
     }
 }
 
+/// The shipped configuration (conf/clustergate.toml) as it validates in `dir`: a stand-in
+/// service account password there, and no users file. For the tests of this module and of
+/// the modules that use what it makes (the shipped scope table: `access`).
+#[cfg(test)]
+pub(crate) fn shipped_for_tests(dir: &Path) -> Config {
+    let pass = dir.join("upstream.pass");
+    crate::secrets::write_private(&pass, "stand-in".as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    let conf = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf");
+    let text =
+        std::fs::read_to_string(conf.join("clustergate.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let text = text.replace("\"users.toml\"", "\"no-users.toml\"");
+    Config::from_toml_str(&text, &dir.join("clustergate.toml"), dir)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 #[cfg(test)]
 mod tests;

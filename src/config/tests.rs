@@ -3,7 +3,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use crate::state::{RedisTarget, StateConfig};
-use crate::users::{Permission, Role, Scope};
+use crate::users::Role;
 
 fn dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
@@ -211,12 +211,7 @@ fn bad_users_toml_names_the_users_file() {
 
 /// The shipped configuration, with a stand-in service password.
 fn shipped() -> Config {
-    let d = dir();
-    crate::secrets::write_private(&d.path().join("upstream.pass"), "stand-in".as_bytes()).unwrap();
-    let conf = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf");
-    let text = std::fs::read_to_string(conf.join("clustergate.toml")).unwrap();
-    let text = text.replace("\"users.toml\"", "\"no-users.toml\"");
-    parse(&text, d.path()).unwrap()
+    super::shipped_for_tests(dir().path())
 }
 
 #[test]
@@ -245,55 +240,6 @@ fn a_scopes_file_replaces_the_built_in_table() {
     let missing = text.replace("other.toml", "missing.toml");
     let e = parse(&missing, d.path()).unwrap_err();
     assert!(e.0.iter().any(|e| e.message.contains("built-in")), "{e}");
-}
-
-#[test]
-fn the_shipped_table_answers_like_the_dashboard() {
-    use crate::access::{AccessError, AccessTable, Requirement};
-    let table = AccessTable::new(&shipped().access.operations);
-    let scoped = |s, p| Ok(Requirement::Scoped(s, p));
-    let cases = [
-        ("POST", "/api/pool", scoped(Scope::Pool, Permission::Create)),
-        (
-            "GET",
-            "/api/pool/rbd",
-            scoped(Scope::Pool, Permission::Read),
-        ),
-        (
-            "POST",
-            "/api/block/image/rbd%2Fimg/flatten",
-            scoped(Scope::RbdImage, Permission::Update),
-        ),
-        (
-            "POST",
-            "/api/osd/3/scrub",
-            scoped(Scope::Osd, Permission::Update),
-        ),
-        (
-            "GET",
-            "/api/settings",
-            scoped(Scope::ConfigOpt, Permission::Read),
-        ),
-        (
-            "DELETE",
-            "/api/user/x",
-            scoped(Scope::User, Permission::Delete),
-        ),
-        ("GET", "/api/summary", Ok(Requirement::Token)),
-        ("GET", "/", Ok(Requirement::Open)),
-        ("GET", "/ui-api/langs", Ok(Requirement::Open)),
-        ("POST", "/api/prometheus_receiver", Err(AccessError::Closed)),
-        ("GET", "/auth/saml2/login", Err(AccessError::Closed)),
-        ("GET", "/api/nonexistent", Err(AccessError::UnknownPath)),
-    ];
-    for (method, path, expected) in cases {
-        let method = http::Method::from_bytes(method.as_bytes()).unwrap();
-        assert_eq!(
-            table.lookup(&method, path).requirement,
-            expected,
-            "{method} {path}"
-        );
-    }
 }
 
 #[test]
