@@ -16,6 +16,7 @@ pub(super) struct FileConfig {
     pub access: AccessSection,
     pub state: StateSection,
     pub log: LogSection,
+    pub answer_cache: AnswerCacheSection,
 }
 
 #[derive(Debug, Deserialize)]
@@ -362,4 +363,31 @@ pub(super) struct RoleEntry {
     /// Scope name to permission names, e.g. `pool = ["read", "update"]`.
     #[serde(default)]
     pub scopes_permissions: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct AnswerCacheSection {
+    pub enabled: bool,
+    /// `None`: the operations the web UI polls (`config::answer_cache`).
+    pub ttl_ms: Option<BTreeMap<String, u64>>,
+    pub max_entries: usize,
+    pub max_bytes: usize,
+    pub max_answer_bytes: usize,
+    pub max_wait_ms: u64,
+    pub max_followers: usize,
+}
+
+impl Default for AnswerCacheSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            ttl_ms: None,
+            max_entries: 4096,
+            max_bytes: 32 * 1024 * 1024,
+            max_answer_bytes: 1024 * 1024,
+            max_wait_ms: 5000,
+            max_followers: 256,
+        }
+    }
 }

@@ -128,6 +128,34 @@ fn response_parts(
     Ok((parts, body))
 }
 
+/// A `200` the gateway kept (the answer cache): its own headers, its length and the
+/// common headers.
+pub async fn send_kept(
+    session: &mut Session,
+    headers: &[(HeaderName, HeaderValue)],
+    body: &Bytes,
+    tls: bool,
+    request_id: &str,
+) -> pingora::Result<()> {
+    let mut parts = http::Response::new(()).into_parts().0;
+    let map = &mut parts.headers;
+    map.reserve(8 + headers.len());
+    for (name, value) in headers {
+        map.append(name.clone(), value.clone());
+    }
+    map.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    for (name, value) in common_headers(tls, request_id)? {
+        map.insert(name, value);
+    }
+    session
+        .write_response_header(Box::new(ResponseHeader::from(parts)), false)
+        .await?;
+    session
+        .write_response_body(Some(body.clone()), true)
+        .await?;
+    Ok(())
+}
+
 /// `response` as HTTP/1.1 bytes that close the connection, for a client refused before
 /// pingora has a session for it (its request head too large or too slow).
 pub fn closing_http1(

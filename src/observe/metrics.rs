@@ -1,5 +1,6 @@
 //! What the gateway measures. The admin listener (`admin`) serves it.
 
+mod answer_cache;
 mod children;
 mod deployment;
 mod labels;
@@ -17,6 +18,7 @@ use crate::routes::Route;
 use crate::state::StoreHealth;
 use children::Children;
 
+pub use answer_cache::{AnswerCacheMetrics, CacheResult};
 pub use deployment::DeploymentMetrics;
 use labels::{method_index, status_label, METHOD_LABELS};
 pub use labels::{ConnectionRefusal, LoginResult, TokenCheckResult};
@@ -64,6 +66,7 @@ pub struct Metrics {
     pub deployment: DeploymentMetrics,
     /// Log lines dropped, audit lines not written.
     pub logs: LogMetrics,
+    pub answer_cache: AnswerCacheMetrics,
 }
 
 impl Metrics {
@@ -250,6 +253,7 @@ impl Metrics {
             connections_refused,
             deployment: DeploymentMetrics::new(registry)?,
             logs: LogMetrics::new(registry)?,
+            answer_cache: AnswerCacheMetrics::new(registry)?,
         }))
     }
 

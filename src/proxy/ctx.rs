@@ -8,6 +8,7 @@ use bytes::Bytes;
 use pingora::proxy::Session;
 
 use crate::access::{Admission, OperationId};
+use crate::answer_cache::Capture;
 use crate::auth::AuthSubject;
 use crate::forward::Forward;
 use crate::observe::access_log::{self, Served};
@@ -39,6 +40,8 @@ pub struct RequestCtx {
     pub(super) operation: Option<(Arc<Admission>, OperationId)>,
     /// Whom an auth endpoint's request was about.
     pub(super) subject: AuthSubject,
+    /// The answer being captured for the identical requests waiting (`answer_cache`).
+    pub(super) capture: Option<Capture>,
 }
 
 impl RequestCtx {
@@ -62,6 +65,7 @@ impl RequestCtx {
             path: String::new(),
             operation: None,
             subject: AuthSubject::default(),
+            capture: None,
         }
     }
 

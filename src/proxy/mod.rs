@@ -18,6 +18,7 @@
 //! (what `request_filter` decides) and `retry` (what the hooks do with what a try learned
 //! about the managers, `upstream::failover`).
 
+mod cached;
 mod ctx;
 mod decide;
 mod retry;
@@ -35,6 +36,7 @@ use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use tracing::Instrument;
 
 use crate::access::Admission;
+use crate::answer_cache::AnswerCache;
 use crate::auth::Auth;
 use crate::client_addr::TrustedProxies;
 use crate::docs::Docs;
@@ -75,6 +77,8 @@ pub struct Gateway {
     pub audit: Arc<Audit>,
     /// `server.body_timeout_ms`: every request body the gateway reads.
     pub body_timeout: Duration,
+    /// Answers of the polled operations, shared and kept a moment.
+    pub answer_cache: Arc<AnswerCache>,
 }
 
 #[async_trait]
@@ -97,6 +101,12 @@ impl ProxyHttp for Gateway {
             Ok(Next::Forward(forward)) => {
                 ctx.forward = Some(forward);
                 return Ok(false);
+            }
+            Ok(Next::Cached(forward, answer)) => {
+                ctx.forward = Some(forward);
+                respond::send_kept(session, &answer.headers, &answer.body, self.tls, &ctx.id)
+                    .await?;
+                return Ok(true);
             }
             Ok(Next::Answer(response)) => response,
             Err(error) => {
@@ -208,7 +218,20 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         forward::rewrite_response(response, &self.upstreams)?;
+        cached::capture_head(ctx, response);
         respond::set_common_headers(response, self.tls, &ctx.id)
+    }
+
+    /// The answer of a request that leads its flight is captured for the others.
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<Duration>> {
+        cached::capture_body(ctx, body.as_ref(), end_of_stream);
+        Ok(None)
     }
 
     fn fail_to_connect(
@@ -294,5 +317,6 @@ impl ProxyHttp for Gateway {
         let served = ctx.served(session, status, elapsed);
         self.access_log.record(&served, &ctx.span);
         self.audit.record(&served, &ctx.subject);
+        self.after_answer(session, ctx);
     }
 }
