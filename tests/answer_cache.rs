@@ -318,3 +318,110 @@ async fn no_answer_is_older_than_its_ttl() {
     let hits = cache_results(&gw.metrics().await, "hit");
     assert!(hits > 0.0, "the answers were kept meanwhile");
 }
+
+/// GET of a web UI file through the gateway with these request headers.
+async fn ui_get(gw: &RunningGateway, path: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut request = gw.client().get(gw.url(path));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    gw.send(request).await
+}
+
+fn header<'a>(reply: &'a Reply, name: &str) -> &'a str {
+    reply
+        .headers
+        .get(name)
+        .map_or("", |v| v.to_str().unwrap_or_default())
+}
+
+#[tokio::test]
+async fn the_web_uis_files_are_kept_compressed_and_validated_at_the_edge() {
+    let dash = Dashboard::shared();
+    let gw = Gateway::with_admin_and_viewer()
+        .upstream(dash)
+        .answer_cache(&[])
+        .start();
+    // The landing page names its hashed scripts.
+    let index = ui_get(&gw, "/", &[]).await;
+    assert_eq!(index.status, 200);
+    let html = index.text();
+    let script = html
+        .split("src=\"")
+        .filter_map(|s| s.split('"').next())
+        .find(|s| s.starts_with("main.") && s.ends_with(".js"))
+        .expect("the main script in index.html")
+        .to_string();
+    let script = format!("/{script}");
+    let direct = client_builder()
+        .build()
+        .unwrap()
+        .get(format!("{}{script}", dash.url()))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    let gzip = [("Accept-Encoding", "gzip, deflate, br")];
+
+    // Fetched once; then kept, gzipped (off the event loop: eventually).
+    let mut zipped = ui_get(&gw, &script, &gzip).await;
+    assert_eq!(zipped.status, 200);
+    eventually(
+        "the gzipped script",
+        Duration::from_millis(100),
+        Duration::from_secs(20),
+        || {
+            let gw = &gw;
+            let script = script.clone();
+            async move { header(&ui_get(gw, &script, &gzip).await, "content-encoding") == "gzip" }
+        },
+    )
+    .await;
+    let asked = dashboard_requests_of(&gw, async {
+        zipped = ui_get(&gw, &script, &gzip).await;
+    })
+    .await;
+    assert_eq!(asked, 0.0, "kept");
+    assert_eq!(header(&zipped, "content-encoding"), "gzip");
+    assert_eq!(
+        header(&zipped, "cache-control"),
+        "public, max-age=31536000, immutable"
+    );
+    let mut plain = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&zipped.body[..]),
+        &mut plain,
+    )
+    .unwrap();
+    assert_eq!(plain, direct, "the dashboard's own script, byte for byte");
+    println!(
+        "{script}: {} bytes, gzipped {}",
+        direct.len(),
+        zipped.body.len()
+    );
+    // A client without gzip gets it whole.
+    let whole = ui_get(&gw, &script, &[]).await;
+    assert_eq!(
+        (header(&whole, "content-encoding"), &whole.body),
+        ("", &direct)
+    );
+
+    // Held already: 304, without the dashboard.
+    let etag = header(&zipped, "etag").to_string();
+    assert!(etag.starts_with('"'), "{etag}");
+    let asked = dashboard_requests_of(&gw, async {
+        let revalidated = ui_get(&gw, &script, &[gzip[0], ("If-None-Match", &etag)]).await;
+        assert_eq!(revalidated.status, 304);
+        assert!(revalidated.body.is_empty());
+        assert_eq!(header(&revalidated, "etag"), etag);
+    })
+    .await;
+    assert_eq!(asked, 0.0);
+
+    // index.html is not hashed: revalidated on every load, never immutable.
+    let again = ui_get(&gw, "/", &gzip).await;
+    assert_eq!(header(&again, "cache-control"), "no-cache");
+}

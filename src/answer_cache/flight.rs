@@ -175,7 +175,7 @@ mod tests {
             let mut answered = 0;
             for f in followers {
                 if let Waited::Answered(a) = f.wait(soon()).await {
-                    assert_eq!(&a.body[..], b"ok");
+                    assert_eq!(&a.identity.body[..], b"ok");
                     answered += 1;
                 }
             }

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use crate::access::Admission;
 use crate::forward::Forward;
 
-/// A longer `Accept-Encoding` is not worth a key: such requests are passed on.
+/// A longer `Accept-Encoding` or `Accept-Language` is not worth a key: such requests are
+/// passed on.
 const MAX_ENCODING_BYTES: usize = 128;
 
 #[derive(Clone)]
@@ -53,6 +54,27 @@ impl Key {
         .join("\n");
         Some(Key {
             admission: Some(Arc::clone(admission)),
+            text: text.into(),
+        })
+    }
+
+    /// The key of a web UI file: no user (the dashboard serves them without one); they
+    /// differ by language, which the dashboard takes from the `cd-lang` cookie, else from
+    /// `Accept-Language`. `None`: a language list too long to be worth a key.
+    pub fn ui_file(
+        path_and_query: &str,
+        language_cookie: Option<&[u8]>,
+        accept_language: Option<&[u8]>,
+    ) -> Option<Key> {
+        let cookie = std::str::from_utf8(language_cookie.unwrap_or_default()).ok()?;
+        let languages = accept_language.unwrap_or_default();
+        if languages.len() > MAX_ENCODING_BYTES {
+            return None;
+        }
+        let languages = std::str::from_utf8(languages).ok()?;
+        let text = ["ui", cookie, languages, path_and_query].join("\n");
+        Some(Key {
+            admission: None,
             text: text.into(),
         })
     }

@@ -12,17 +12,22 @@
 //! so a narrower rule would keep stale answers there, and dropping costs at most one
 //! dashboard request per key. A reload makes new keys (they name the table the request was
 //! admitted by), so no answer kept under the old roles is served after it.
+//!
+//! The web UI's files (no user: one copy per language for every client) are kept the same
+//! way, asked of the dashboard plain and gzipped here once, and answered `304` to a client
+//! that holds them (`ui_files`).
 
 mod flight;
 mod key;
 mod store;
+mod ui_files;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use http::header::{CACHE_CONTROL, CONTENT_LENGTH, SET_COOKIE};
+use http::header::{CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LENGTH, ETAG, SET_COOKIE};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use crate::config::AnswerCacheConfig;
@@ -44,18 +49,88 @@ const KEPT_HEADERS: [HeaderName; 5] = [
 /// How many times a request joins a flight again after its leader gave up, at most.
 const MAX_TURNS: usize = 8;
 
+/// What is kept: an API answer, or one of the web UI's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Api,
+    /// `immutable`: its name carries a content hash.
+    UiFile {
+        immutable: bool,
+    },
+}
+
+/// A body as sent, with its validator.
+#[derive(Debug, Clone)]
+struct Variant {
+    body: Bytes,
+    etag: Option<HeaderValue>,
+}
+
+impl Variant {
+    fn new(body: Bytes, suffix: &str) -> Variant {
+        Variant {
+            etag: ui_files::etag(&body, suffix),
+            body,
+        }
+    }
+}
+
 /// An answer as kept and shared.
 #[derive(Debug)]
 pub struct Stored {
-    pub headers: Vec<(HeaderName, HeaderValue)>,
-    pub body: Bytes,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    identity: Variant,
+    /// A UI file's gzipped body, made once it was kept.
+    gzip: Option<Variant>,
     /// When its request was sent.
-    pub born: Instant,
+    born: Instant,
+}
+
+/// What a request is answered from a kept answer.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// `None`: no body (`304`).
+    pub body: Option<Bytes>,
 }
 
 impl Stored {
     /// `OK`: only such answers are kept.
     pub const STATUS: StatusCode = StatusCode::OK;
+
+    /// The answer to `request`: gzipped when it takes gzip and a gzipped body was made;
+    /// `304` when it holds that body already (`If-None-Match`).
+    pub fn reply(&self, request: &HeaderMap) -> Reply {
+        let gzip = self
+            .gzip
+            .as_ref()
+            .filter(|_| ui_files::accepts_gzip(request));
+        let variant = gzip.unwrap_or(&self.identity);
+        let mut headers = self.headers.clone();
+        if gzip.is_some() {
+            headers.push((CONTENT_ENCODING, ui_files::GZIP));
+        }
+        let Some(etag) = &variant.etag else {
+            return Reply {
+                status: Stored::STATUS,
+                headers,
+                body: Some(variant.body.clone()),
+            };
+        };
+        headers.push((ETAG, etag.clone()));
+        if ui_files::not_modified(request, etag) {
+            return Reply {
+                status: StatusCode::NOT_MODIFIED,
+                headers,
+                body: None,
+            };
+        }
+        Reply {
+            status: Stored::STATUS,
+            headers,
+            body: Some(variant.body.clone()),
+        }
+    }
 
     fn size(&self) -> usize {
         let headers: usize = self
@@ -63,14 +138,16 @@ impl Stored {
             .iter()
             .map(|(n, v)| n.as_str().len() + v.len())
             .sum();
-        self.body.len() + headers + 64
+        let gzip = self.gzip.as_ref().map_or(0, |g| g.body.len());
+        self.identity.body.len() + gzip + headers + 64
     }
 
     #[cfg(test)]
     fn for_tests(body: Vec<u8>) -> Stored {
         Stored {
             headers: Vec::new(),
-            body: body.into(),
+            identity: Variant::new(body.into(), ""),
+            gzip: None,
             born: Instant::now(),
         }
     }
@@ -115,9 +192,23 @@ impl AnswerCache {
         self.config.ttl.get(template).copied()
     }
 
+    /// How long the web UI's file at `path` is kept, and what kind it is; `None`: the UI's
+    /// files are not kept.
+    pub fn ui_file(&self, path: &str) -> Option<(Duration, Kind)> {
+        if !self.config.enabled || !self.config.ui_files {
+            return None;
+        }
+        let immutable = ui_files::is_hashed(path);
+        let ttl = match immutable {
+            true => self.config.ui_hashed_files_ttl,
+            false => self.config.ui_files_ttl,
+        };
+        Some((ttl, Kind::UiFile { immutable }))
+    }
+
     /// A kept answer, the answer of an identical request in flight (waited for, within
     /// `max_wait`), or the lead of a new flight.
-    pub async fn consult(self: &Arc<Self>, key: Key, ttl: Duration) -> Consulted {
+    pub async fn consult(self: &Arc<Self>, key: Key, ttl: Duration, kind: Kind) -> Consulted {
         let deadline = tokio::time::Instant::now() + self.config.max_wait;
         for _ in 0..MAX_TURNS {
             if let Some(answer) = self.kept(&key) {
@@ -127,7 +218,7 @@ impl AnswerCache {
             let follower = match self.flights.join(&key, self.config.max_followers) {
                 Joined::Lead(lead) => {
                     self.metrics.result(CacheResult::Miss);
-                    return Consulted::Lead(self.capture(key, ttl, lead));
+                    return Consulted::Lead(self.capture(key, ttl, kind, lead));
                 }
                 Joined::Full => break,
                 Joined::Follow(follower) => follower,
@@ -163,16 +254,18 @@ impl AnswerCache {
         answer
     }
 
-    fn capture(self: &Arc<Self>, key: Key, ttl: Duration, lead: Lead) -> Capture {
+    fn capture(self: &Arc<Self>, key: Key, ttl: Duration, kind: Kind, lead: Lead) -> Capture {
         Capture {
             cache: Arc::clone(self),
             key,
             ttl,
+            kind,
             lead: Some(lead),
             born: Instant::now(),
             writes: self.writes.load(Ordering::SeqCst),
             headers: Vec::new(),
             body: BytesMut::new(),
+            compress: false,
         }
     }
 
@@ -202,11 +295,14 @@ pub struct Capture {
     cache: Arc<AnswerCache>,
     key: Key,
     ttl: Duration,
+    kind: Kind,
     lead: Option<Lead>,
     born: Instant,
     writes: u64,
     headers: Vec<(HeaderName, HeaderValue)>,
     body: BytesMut,
+    /// A UI file worth gzipping.
+    compress: bool,
 }
 
 impl Capture {
@@ -225,7 +321,22 @@ impl Capture {
             .iter()
             .filter_map(|name| Some((name.clone(), headers.get(name)?.clone())))
             .collect();
+        if let Kind::UiFile { immutable } = self.kind {
+            let control = if immutable {
+                ui_files::IMMUTABLE
+            } else {
+                ui_files::REVALIDATE
+            };
+            self.headers.push((CACHE_CONTROL, control));
+            self.compress = ui_files::compressible(headers);
+        }
         true
+    }
+
+    /// Whether this capture is of a UI file (its request goes out without the client's
+    /// encodings and validators: the gateway keeps the whole plain body).
+    pub fn is_ui_file(&self) -> bool {
+        matches!(self.kind, Kind::UiFile { .. })
     }
 
     /// A piece of the body: `false` once the answer is larger than may be kept (drop the
@@ -249,13 +360,41 @@ impl Capture {
         };
         let answer = Arc::new(Stored {
             headers: std::mem::take(&mut self.headers),
-            body: std::mem::take(&mut self.body).freeze(),
+            identity: Variant::new(std::mem::take(&mut self.body).freeze(), ""),
+            gzip: None,
             born: self.born,
         });
         let key = self.key.clone();
         self.cache
-            .keep(key, Arc::clone(&answer), self.ttl, self.writes);
+            .keep(key.clone(), Arc::clone(&answer), self.ttl, self.writes);
+        if self.compress {
+            self.cache
+                .compress_later(key, Arc::clone(&answer), self.ttl, self.writes);
+        }
         lead.answer(answer);
+    }
+}
+
+impl AnswerCache {
+    /// Gzips a kept UI file off the event loop (the main script takes about 100 ms), then
+    /// keeps it with both bodies, for the time it had left.
+    fn compress_later(self: &Arc<Self>, key: Key, answer: Arc<Stored>, ttl: Duration, writes: u64) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let cache = Arc::clone(self);
+        runtime.spawn_blocking(move || {
+            let Some(gzip) = ui_files::gzip(&answer.identity.body) else {
+                return;
+            };
+            let both = Stored {
+                headers: answer.headers.clone(),
+                identity: answer.identity.clone(),
+                gzip: Some(Variant::new(gzip, "-gzip")),
+                born: answer.born,
+            };
+            cache.keep(key, Arc::new(both), ttl, writes);
+        });
     }
 }
 

@@ -206,7 +206,10 @@ mod tests {
         store.insert(key("/a"), answer(10), expires, now);
         store.insert(key("/a"), answer(20), expires, now);
         assert_eq!(store.len(), 1);
-        assert_eq!(store.get(&key("/a"), now).map(|a| a.body.len()), Some(20));
+        assert_eq!(
+            store.get(&key("/a"), now).map(|a| a.identity.body.len()),
+            Some(20)
+        );
         store.clear();
         assert_eq!((store.len(), store.bytes()), (0, 0));
     }

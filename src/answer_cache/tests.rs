@@ -53,7 +53,7 @@ fn ok_head() -> HeaderMap {
 }
 
 async fn lead(cache: &Arc<AnswerCache>) -> Capture {
-    match cache.consult(key(), ttl()).await {
+    match cache.consult(key(), ttl(), Kind::Api).await {
         Consulted::Lead(capture) => capture,
         _ => panic!("expected to lead"),
     }
@@ -68,7 +68,7 @@ async fn answer(cache: &Arc<AnswerCache>, headers: &HeaderMap, body: &'static [u
 }
 
 async fn served(cache: &Arc<AnswerCache>) -> Option<Arc<Stored>> {
-    match cache.consult(key(), ttl()).await {
+    match cache.consult(key(), ttl(), Kind::Api).await {
         Consulted::Answer(answer) => Some(answer),
         _ => None,
     }
@@ -79,7 +79,7 @@ async fn a_kept_answer_serves_the_next_requests_with_its_own_headers_only() {
     let f = fixture(1024);
     answer(&f.cache, &ok_head(), b"{}").await;
     let kept = served(&f.cache).await.expect("kept");
-    assert_eq!(&kept.body[..], b"{}");
+    assert_eq!(&kept.identity.body[..], b"{}");
     let names: Vec<_> = kept.headers.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["content-type"]);
     assert_eq!((f.count("miss"), f.count("hit")), (1, 1));
@@ -147,7 +147,7 @@ async fn concurrent_requests_share_the_leaders_answer() {
     let followers: Vec<_> = (0..20)
         .map(|_| {
             let cache = Arc::clone(&f.cache);
-            tokio::spawn(async move { served(&cache).await.map(|a| a.body.clone()) })
+            tokio::spawn(async move { served(&cache).await.map(|a| a.identity.body.clone()) })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -169,7 +169,7 @@ async fn a_failed_leader_hands_over_to_one_follower() {
     let followers: Vec<_> = (0..5)
         .map(|_| {
             let cache = Arc::clone(&f.cache);
-            tokio::spawn(async move { cache.consult(key(), ttl()).await })
+            tokio::spawn(async move { cache.consult(key(), ttl(), Kind::Api).await })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -208,4 +208,48 @@ async fn operations_not_configured_are_not_cached() {
     let f = fixture(1024);
     assert_eq!(f.cache.ttl("/api/summary"), Some(ttl()));
     assert_eq!(f.cache.ttl("/api/pool"), None);
+}
+
+#[test]
+fn a_kept_file_is_sent_as_the_client_takes_it_or_not_at_all() {
+    let plain = Bytes::from("x".repeat(4096));
+    let stored = Stored {
+        headers: Vec::new(),
+        identity: Variant::new(plain.clone(), ""),
+        gzip: ui_files::gzip(&plain).map(|g| Variant::new(g, "-gzip")),
+        born: Instant::now(),
+    };
+    let request = |pairs: &[(http::HeaderName, &str)]| {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(name.clone(), HeaderValue::from_str(value).unwrap());
+        }
+        map
+    };
+    let header = |reply: &Reply, name: http::HeaderName| {
+        reply
+            .headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let whole = stored.reply(&request(&[]));
+    assert_eq!(whole.body.as_ref(), Some(&plain));
+    assert_eq!(header(&whole, CONTENT_ENCODING), None);
+    let zipped = stored.reply(&request(&[(http::header::ACCEPT_ENCODING, "gzip, br")]));
+    assert_eq!(header(&zipped, CONTENT_ENCODING), Some(ui_files::GZIP));
+    assert!(zipped.body.as_ref().unwrap().len() < 100);
+    let etag = header(&zipped, ETAG).unwrap();
+    assert_ne!(Some(etag.clone()), header(&whole, ETAG));
+    let again = stored.reply(&request(&[
+        (http::header::ACCEPT_ENCODING, "gzip"),
+        (http::header::IF_NONE_MATCH, etag.to_str().unwrap()),
+    ]));
+    assert_eq!((again.status, again.body), (StatusCode::NOT_MODIFIED, None));
+    // The plain body's validator does not match the gzipped one.
+    let other = stored.reply(&request(&[(
+        http::header::IF_NONE_MATCH,
+        etag.to_str().unwrap(),
+    )]));
+    assert_eq!(other.status, StatusCode::OK);
 }

@@ -1,7 +1,8 @@
 //! `[answer_cache]`: which read operations share one dashboard request while it is in
 //! flight and keep its answer for a moment (`ttl_ms`, per operation template), and the
 //! bounds on what that holds (entries, bytes, one answer's size) and on who waits for it
-//! (`max_wait_ms`, `max_followers`).
+//! (`max_wait_ms`, `max_followers`); and how long the web UI's files are kept at the edge
+//! (`ui_files`, `ui_files_ttl_ms`, `ui_hashed_files_ttl_ms`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -47,6 +48,12 @@ pub struct AnswerCacheConfig {
     pub max_wait: Duration,
     /// How many requests may wait for one answer; the next ones ask the dashboard.
     pub max_followers: usize,
+    /// Whether the web UI's files are kept (and compressed, and validated) at the edge.
+    pub ui_files: bool,
+    /// How long a UI file with a plain name (`index.html`) is kept.
+    pub ui_files_ttl: Duration,
+    /// How long a UI file whose name carries a content hash is kept.
+    pub ui_hashed_files_ttl: Duration,
 }
 
 impl Default for AnswerCacheConfig {
@@ -120,6 +127,9 @@ pub(super) fn validate(
         max_answer_bytes: section.max_answer_bytes,
         max_wait: Duration::from_millis(section.max_wait_ms),
         max_followers: section.max_followers,
+        ui_files: section.ui_files,
+        ui_files_ttl: Duration::from_millis(section.ui_files_ttl_ms),
+        ui_hashed_files_ttl: Duration::from_millis(section.ui_hashed_files_ttl_ms),
     }
 }
 

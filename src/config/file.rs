@@ -376,6 +376,9 @@ pub(super) struct AnswerCacheSection {
     pub max_answer_bytes: usize,
     pub max_wait_ms: u64,
     pub max_followers: usize,
+    pub ui_files: bool,
+    pub ui_files_ttl_ms: u64,
+    pub ui_hashed_files_ttl_ms: u64,
 }
 
 impl Default for AnswerCacheSection {
@@ -384,10 +387,13 @@ impl Default for AnswerCacheSection {
             enabled: true,
             ttl_ms: None,
             max_entries: 4096,
-            max_bytes: 32 * 1024 * 1024,
-            max_answer_bytes: 1024 * 1024,
+            max_bytes: 64 * 1024 * 1024,
+            max_answer_bytes: 8 * 1024 * 1024,
             max_wait_ms: 5000,
             max_followers: 256,
+            ui_files: true,
+            ui_files_ttl_ms: 10_000,
+            ui_hashed_files_ttl_ms: 3_600_000,
         }
     }
 }

@@ -104,8 +104,7 @@ impl ProxyHttp for Gateway {
             }
             Ok(Next::Cached(forward, answer)) => {
                 ctx.forward = Some(forward);
-                respond::send_kept(session, &answer.headers, &answer.body, self.tls, &ctx.id)
-                    .await?;
+                self.send_kept(session, ctx, &answer).await?;
                 return Ok(true);
             }
             Ok(Next::Answer(response)) => response,
@@ -161,6 +160,7 @@ impl ProxyHttp for Gateway {
         if let Some(body) = &ctx.body {
             forward::set_body_length(upstream_request, body.len());
         }
+        cached::prepare_upstream(ctx, upstream_request);
         match forward.user_token.is_some() {
             true => ctx.attempt.sending_as_user(),
             false => ctx.attempt.sending(token),
