@@ -420,6 +420,10 @@ async fn the_web_uis_files_are_kept_compressed_and_validated_at_the_edge() {
     })
     .await;
     assert_eq!(asked, 0.0);
+    // A browser that got the file from the dashboard itself revalidates by its date.
+    let date = header(&zipped, "last-modified").to_string();
+    let by_date = ui_get(&gw, &script, &[("If-Modified-Since", &date)]).await;
+    assert_eq!(by_date.status, 304, "{date}");
 
     // index.html is not hashed: revalidated on every load, never immutable.
     let again = ui_get(&gw, "/", &gzip).await;

@@ -27,7 +27,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use http::header::{CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LENGTH, ETAG, SET_COOKIE};
+use http::header::{
+    CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LENGTH, ETAG, LAST_MODIFIED, SET_COOKIE,
+};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use crate::config::AnswerCacheConfig;
@@ -110,15 +112,10 @@ impl Stored {
         if gzip.is_some() {
             headers.push((CONTENT_ENCODING, ui_files::GZIP));
         }
-        let Some(etag) = &variant.etag else {
-            return Reply {
-                status: Stored::STATUS,
-                headers,
-                body: Some(variant.body.clone()),
-            };
-        };
-        headers.push((ETAG, etag.clone()));
-        if ui_files::not_modified(request, etag) {
+        if let Some(etag) = &variant.etag {
+            headers.push((ETAG, etag.clone()));
+        }
+        if ui_files::not_modified(request, variant.etag.as_ref(), self.last_modified()) {
             return Reply {
                 status: StatusCode::NOT_MODIFIED,
                 headers,
@@ -130,6 +127,11 @@ impl Stored {
             headers,
             body: Some(variant.body.clone()),
         }
+    }
+
+    fn last_modified(&self) -> Option<&HeaderValue> {
+        let (_, value) = self.headers.iter().find(|(n, _)| *n == LAST_MODIFIED)?;
+        Some(value)
     }
 
     fn size(&self) -> usize {

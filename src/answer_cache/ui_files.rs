@@ -8,7 +8,7 @@
 use std::io::Write;
 
 use bytes::Bytes;
-use http::header::{ACCEPT_ENCODING, CONTENT_TYPE, IF_NONE_MATCH};
+use http::header::{ACCEPT_ENCODING, CONTENT_TYPE, IF_MODIFIED_SINCE, IF_NONE_MATCH};
 use http::{HeaderMap, HeaderValue};
 
 /// Below this, gzip saves less than a packet.
@@ -79,14 +79,26 @@ pub fn etag(body: &[u8], suffix: &str) -> Option<HeaderValue> {
     HeaderValue::from_str(&format!("\"{hash:016x}{suffix}\"")).ok()
 }
 
-/// Whether the request's `If-None-Match` names `etag` (or `*`).
-pub fn not_modified(request: &HeaderMap, etag: &HeaderValue) -> bool {
-    request
-        .get_all(IF_NONE_MATCH)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-        .map(|tag| tag.trim_ascii())
-        .any(|tag| tag == b"*" || tag.strip_prefix(b"W/").unwrap_or(tag) == etag.as_bytes())
+/// Whether the client holds this body already: its `If-None-Match` names `etag` (or `*`),
+/// or, without one, its `If-Modified-Since` is the kept `Last-Modified` (the date a
+/// browser that got the file from the dashboard itself sends back).
+pub fn not_modified(
+    request: &HeaderMap,
+    etag: Option<&HeaderValue>,
+    last_modified: Option<&HeaderValue>,
+) -> bool {
+    if request.contains_key(IF_NONE_MATCH) {
+        let Some(etag) = etag else {
+            return false;
+        };
+        return request
+            .get_all(IF_NONE_MATCH)
+            .iter()
+            .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+            .map(|tag| tag.trim_ascii())
+            .any(|tag| tag == b"*" || tag.strip_prefix(b"W/").unwrap_or(tag) == etag.as_bytes());
+    }
+    last_modified.is_some_and(|date| request.get(IF_MODIFIED_SINCE) == Some(date))
 }
 
 #[cfg(test)]
@@ -132,15 +144,22 @@ mod tests {
     #[test]
     fn a_matching_validator_is_not_modified() {
         let tag = etag(b"body", "").unwrap();
+        let date = HeaderValue::from_static("Mon, 26 Feb 2024 19:25:10 GMT");
         let sent = |v: &str| {
             let mut map = HeaderMap::new();
             map.insert(IF_NONE_MATCH, HeaderValue::from_str(v).unwrap());
-            not_modified(&map, &tag)
+            map.insert(IF_MODIFIED_SINCE, date.clone());
+            not_modified(&map, Some(&tag), Some(&date))
         };
         assert!(sent(tag.to_str().unwrap()));
         assert!(sent(&format!("\"x\", W/{}", tag.to_str().unwrap())));
         assert!(sent("*"));
+        // If-None-Match decides when sent; else If-Modified-Since, the same date only.
         assert!(!sent("\"other\""));
+        let since =
+            |v: &'static str| not_modified(&headers(IF_MODIFIED_SINCE, v), Some(&tag), Some(&date));
+        assert!(since("Mon, 26 Feb 2024 19:25:10 GMT"));
+        assert!(!since("Mon, 26 Feb 2024 19:25:09 GMT"));
         assert_ne!(etag(b"body", "-gzip"), Some(tag.clone()));
         assert_ne!(etag(b"bodz", ""), Some(tag));
     }
