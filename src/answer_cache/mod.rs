@@ -400,10 +400,16 @@ impl AnswerCache {
     }
 }
 
-/// An answer the dashboard meant for more than this one request: no cookie set, not
-/// marked `no-store` or `private`.
+/// The session cookie CherryPy sets on every answer of the 20.2 dashboard, whoever asks;
+/// the gateway's clients have no use for it (issue 23 drops it), and a kept answer never
+/// carries a `Set-Cookie` (`KEPT_HEADERS`): it does not make an answer personal.
+const CHERRYPY_SESSION: &[u8] = b"session_id=";
+
+/// An answer the dashboard meant for more than this one request: no cookie set (but
+/// CherryPy's session cookie), not marked `no-store` or `private`.
 fn shareable(headers: &HeaderMap) -> bool {
-    if headers.contains_key(SET_COOKIE) {
+    let personal = |cookie: &HeaderValue| !cookie.as_bytes().starts_with(CHERRYPY_SESSION);
+    if headers.get_all(SET_COOKIE).iter().any(personal) {
         return false;
     }
     !headers.get_all(CACHE_CONTROL).iter().any(|value| {
