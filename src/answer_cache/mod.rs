@@ -323,16 +323,21 @@ impl Capture {
             .iter()
             .filter_map(|name| Some((name.clone(), headers.get(name)?.clone())))
             .collect();
-        if let Kind::UiFile { immutable } = self.kind {
-            let control = if immutable {
-                ui_files::IMMUTABLE
-            } else {
-                ui_files::REVALIDATE
-            };
+        if let Some(control) = self.cache_control() {
             self.headers.push((CACHE_CONTROL, control));
             self.compress = ui_files::compressible(headers);
         }
         true
+    }
+
+    /// How browsers may keep a UI file (`None`: an API answer, whose caching is the
+    /// dashboard's).
+    pub fn cache_control(&self) -> Option<HeaderValue> {
+        match self.kind {
+            Kind::UiFile { immutable: true } => Some(ui_files::IMMUTABLE),
+            Kind::UiFile { immutable: false } => Some(ui_files::REVALIDATE),
+            Kind::Api => None,
+        }
     }
 
     /// Whether this capture is of a UI file (its request goes out without the client's

@@ -118,13 +118,21 @@ pub(super) fn prepare_upstream(ctx: &RequestCtx, upstream: &mut RequestHeader) {
     }
 }
 
-/// The answer's head, for the request that leads: a head not to be shared ends the capture.
-pub(super) fn capture_head(ctx: &mut RequestCtx, response: &ResponseHeader) {
-    if let Some(capture) = &mut ctx.capture {
-        if !capture.head(response.status.as_u16(), &response.headers) {
-            ctx.capture = None;
-        }
+/// The answer's head, for the request that leads: a head not to be shared ends the
+/// capture; a UI file's goes out with the caching its kept copies will have.
+pub(super) fn capture_head(
+    ctx: &mut RequestCtx,
+    response: &mut ResponseHeader,
+) -> pingora::Result<()> {
+    let Some(capture) = &mut ctx.capture else {
+        return Ok(());
+    };
+    if !capture.head(response.status.as_u16(), &response.headers) {
+        ctx.capture = None;
+    } else if let Some(policy) = capture.cache_control() {
+        response.insert_header(http::header::CACHE_CONTROL, policy)?;
     }
+    Ok(())
 }
 
 /// A piece of the answer's body, for the request that leads.

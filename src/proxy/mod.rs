@@ -218,7 +218,7 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         forward::rewrite_response(response, &self.upstreams)?;
-        cached::capture_head(ctx, response);
+        cached::capture_head(ctx, response)?;
         respond::set_common_headers(response, self.tls, &ctx.id)
     }
 
