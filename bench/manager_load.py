@@ -11,7 +11,9 @@ warm-up) the ceph-mgr process's CPU seconds (utime + stime of /proc/PID/stat; th
 deploy/ceph-dev recorded) per minute, with an idle baseline. Through the gateway it also
 reports the staleness of the answers: from the gateway's access log, the age of each
 answer served without asking the dashboard (its time minus the start of the last request
-of the same path that did ask).
+of the same path that did ask). A dashboard serving TLS (20.2) is asked over TLS directly,
+and by the gateway (plain HTTP to the gateway) with its CA; releases other than 16.2 get
+their scope table (conf/scopes-<release>.toml).
 
   bench/manager_load.py --env DIR/dashboard.env [--tabs 10,50,200] [--seconds 60]
                         [--gateway target/release/clustergate] [--out bench/results/X.json]
@@ -19,6 +21,7 @@ of the same path that did ask).
 Measurement only; nothing is asserted.
 """
 import argparse
+import bisect
 import datetime
 import http.client
 import json
@@ -27,6 +30,7 @@ import random
 import re
 import shutil
 import signal
+import ssl
 import socket
 import statistics
 import subprocess
@@ -67,8 +71,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def login(host, port, username, password):
-    conn = http.client.HTTPConnection(host, port, timeout=30)
+def connect(host, port, tls):
+    """A connection to the dashboard (TLS: its own certificate, not checked) or the gateway."""
+    if tls:
+        return http.client.HTTPSConnection(host, port, timeout=30,
+                                           context=ssl._create_unverified_context())
+    return http.client.HTTPConnection(host, port, timeout=30)
+
+
+def login(host, port, username, password, tls=False):
+    conn = connect(host, port, tls)
     body = json.dumps({"username": username, "password": password})
     conn.request("POST", "/api/auth", body, {"Accept": V1, "Content-Type": "application/json"})
     reply = conn.getresponse()
@@ -81,9 +93,9 @@ def login(host, port, username, password):
 class Tab(threading.Thread):
     """One open tab: its polls, due in turn, on one kept-alive connection."""
 
-    def __init__(self, host, port, token, polls, stop, stats):
+    def __init__(self, host, port, token, polls, stop, stats, tls):
         super().__init__(daemon=True)
-        self.target = (host, port)
+        self.target = (host, port, tls)
         self.headers = {"Accept": V1, "Authorization": f"Bearer {token}",
                         "Accept-Encoding": "gzip, deflate, br"}
         offset = random.uniform(0, PERIOD)
@@ -91,7 +103,7 @@ class Tab(threading.Thread):
         self.stop, self.stats = stop, stats
 
     def run(self):
-        conn = http.client.HTTPConnection(*self.target, timeout=30)
+        conn = connect(*self.target)
         while not self.stop.is_set():
             poll = min(self.due, key=lambda d: d[0])
             wait = poll[0] - time.monotonic()
@@ -106,14 +118,14 @@ class Tab(threading.Thread):
                 status = reply.status
             except (OSError, http.client.HTTPException):
                 conn.close()
-                conn = http.client.HTTPConnection(*self.target, timeout=30)
+                conn = connect(*self.target)
                 status = 0
             self.stats.append((status, time.monotonic() - started))
 
 
-def replay(host, port, token, polls, tabs, seconds, pid):
+def replay(host, port, token, polls, tabs, seconds, pid, tls=False):
     stop, stats = threading.Event(), []
-    threads = [Tab(host, port, token, polls, stop, stats) for _ in range(tabs)]
+    threads = [Tab(host, port, token, polls, stop, stats, tls) for _ in range(tabs)]
     for t in threads:
         t.start()
     time.sleep(10)  # every tab started and past its first round
@@ -146,8 +158,11 @@ ACCESS = re.compile(r'^(\S+) .*clustergate::access: method=GET path="([^"]+)".* 
 
 
 def staleness(log_path, window):
-    """Ages (s) of the answers the gateway served without the dashboard within `window`."""
-    last_asked, ages = {}, []
+    """Ages (s) of the answers the gateway served without the dashboard within `window`:
+    each from the start of the latest request of its path that asked the dashboard and
+    started before it was logged (a request that waited for another is often logged before
+    the one it waited for)."""
+    asked, kept = {}, []
     for line in open(log_path, errors="replace"):
         m = ACCESS.match(line)
         if not m:
@@ -155,9 +170,15 @@ def staleness(log_path, window):
         at = datetime.datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()
         path, backend, micros = m.group(2), m.group(4), int(m.group(5))
         if backend:
-            last_asked[path] = at - micros / 1e6
-        elif path in last_asked and window[0] <= at <= window[1]:
-            ages.append(at - last_asked[path])
+            asked.setdefault(path, []).append(at - micros / 1e6)
+        elif window[0] <= at <= window[1]:
+            kept.append((path, at))
+    ages = []
+    for path, at in kept:
+        starts = sorted(asked.get(path, []))
+        i = bisect.bisect_right(starts, at)
+        if i:
+            ages.append(at - starts[i - 1])
     ages.sort()
     if not ages:
         return {"answers_kept": 0}
@@ -171,7 +192,7 @@ def start_gateway(binary, env, work, tls=False, upstream="", access=""):
     hashed = subprocess.run([binary, "hash-password"], input=PASSWORD.encode(),
                             capture_output=True, check=True).stdout.decode().strip()
     with open(f"{work}/users.toml", "w") as f:
-        f.write(f'[[users]]\nusername = "{USER}"\npassword_hash = "{hashed}"\nroles = ["read-only"]\n')
+        f.write(f'[[users]]\nusername = "{USER}"\npassword_hash = "{hashed}"\nroles = ["administrator"]\n')
     shutil.copy(env["CG_SERVICE_PASSWORD_FILE"], f"{work}/upstream.pass")
     os.chmod(f"{work}/upstream.pass", 0o600)
     servers = ", ".join(f'"{u}"' for u in env["CG_DASH_URLS"].split())
@@ -211,22 +232,28 @@ def main():
     env = read_env(args.env)
     pid = int(env["CG_MGR_X_PID"])
     release = env.get("CG_CEPH_RELEASE", "16.2")
-    if env.get("CG_DASH_TLS") == "1":
-        raise SystemExit("a plain-HTTP dashboard is needed (start it without CG_CEPH_TLS)")
     polls = POLLS_20 if release.startswith("20") else POLLS_16
-    dash = re.match(r"http://([^:/]+):(\d+)", env["CG_DASH_URL"])
-    host, port = dash.group(1), int(dash.group(2))
+    dash = re.match(r"(https?)://([^:/]+):(\d+)", env["CG_DASH_URL"])
+    tls, host, port = dash.group(1) == "https", dash.group(2), int(dash.group(3))
     work = tempfile.mkdtemp(prefix="cg-manager-load-")
-    gateway, gw_port = start_gateway(args.gateway, env, work)
+    upstream, access = "", ""
+    if tls:
+        shutil.copy(env["CG_DASH_CA_CERT"], f"{work}/dashboard-ca.pem")
+        upstream = 'ca_file = "dashboard-ca.pem"'
+    table = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conf",
+                         f"scopes-{release}.toml")
+    if release != "16.2" and os.path.exists(table):
+        access = f'scopes_file = "{os.path.abspath(table)}"'
+    gateway, gw_port = start_gateway(args.gateway, env, work, upstream=upstream, access=access)
     results = {"release": release, "seconds": args.seconds, "polls": polls,
                "gateway": args.gateway, "runs": []}
     try:
-        direct_token = login(host, port, env["CG_ADMIN_USER"], env["CG_ADMIN_PASSWORD"])
+        direct_token = login(host, port, env["CG_ADMIN_USER"], env["CG_ADMIN_PASSWORD"], tls)
         gw_token = login("127.0.0.1", gw_port, USER, PASSWORD)
         results["idle_mgr_cpu_s_per_min"] = idle(pid, min(args.seconds, 30))
         print(f"idle: {results['idle_mgr_cpu_s_per_min']} mgr CPU s/min", flush=True)
         for tabs in [int(t) for t in args.tabs.split(",")]:
-            direct = replay(host, port, direct_token, polls, tabs, args.seconds, pid)
+            direct = replay(host, port, direct_token, polls, tabs, args.seconds, pid, tls)
             through = replay("127.0.0.1", gw_port, gw_token, polls, tabs, args.seconds, pid)
             through.update(staleness(f"{work}/gateway.log", through["window"]))
             ratio = through["mgr_cpu_s_per_min"] / direct["mgr_cpu_s_per_min"]
@@ -239,6 +266,7 @@ def main():
     finally:
         gateway.terminate()
         gateway.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or f"bench/results/{stamp}-manager-load-{release}.json"
     with open(out, "w") as f:
@@ -246,7 +274,6 @@ def main():
     with open(out.replace(".json", ".md"), "w") as f:
         f.write(table(results))
     print(table(results))
-    shutil.rmtree(work, ignore_errors=True)
 
 
 def table(results):
