@@ -240,10 +240,10 @@ def main():
     if tls:
         shutil.copy(env["CG_DASH_CA_CERT"], f"{work}/dashboard-ca.pem")
         upstream = 'ca_file = "dashboard-ca.pem"'
-    table = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conf",
-                         f"scopes-{release}.toml")
-    if release != "16.2" and os.path.exists(table):
-        access = f'scopes_file = "{os.path.abspath(table)}"'
+    scopes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conf",
+                          f"scopes-{release}.toml")
+    if release != "16.2" and os.path.exists(scopes):
+        access = f'scopes_file = "{os.path.abspath(scopes)}"'
     gateway, gw_port = start_gateway(args.gateway, env, work, upstream=upstream, access=access)
     results = {"release": release, "seconds": args.seconds, "polls": polls,
                "gateway": args.gateway, "runs": []}
