@@ -315,6 +315,7 @@ mod tests {
                 roles: vec![Role::ReadOnly],
                 grants: Grants::of(&[Role::ReadOnly]),
                 enabled: true,
+                provider_subject: None,
             })),
             user_token: None,
             accept: Some("application/vnd.ceph.api.v1.0+json".into()),

@@ -44,6 +44,7 @@ mod errors;
 mod forward;
 pub mod import;
 mod observe;
+mod oidc;
 pub use observe::logs;
 mod proxy;
 mod queue_slot;

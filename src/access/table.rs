@@ -328,6 +328,7 @@ mod tests {
             roles: vec![role],
             grants: Grants::of(&[role]),
             enabled: true,
+            provider_subject: None,
         })
     }
 

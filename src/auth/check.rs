@@ -100,6 +100,7 @@ mod tests {
             roles: roles.to_vec(),
             grants: Grants::of(&roles),
             enabled: true,
+            provider_subject: None,
         };
         let expected = json!({
             "username": user.username,

@@ -44,6 +44,9 @@ pub struct User {
     pub roles: Vec<Role>,
     pub grants: Grants,
     pub enabled: bool,
+    /// `Some`: a single sign-on user, the identity provider's `sub` for them (the audit
+    /// names it beside the username).
+    pub provider_subject: Option<String>,
 }
 
 impl User {
@@ -55,6 +58,7 @@ impl User {
             roles: Vec::new(),
             grants,
             enabled: true,
+            provider_subject: None,
         }
     }
 }
@@ -143,6 +147,7 @@ impl UserDb {
                     password_hash: Some(Arc::new(password_hash)),
                     roles,
                     enabled,
+                    provider_subject: None,
                 };
                 let account = Account {
                     user: Arc::new(user),

@@ -1,0 +1,150 @@
+//! Single sign-on with an OpenID Connect provider (`[oidc]`): the provider's discovery
+//! document and signing keys (`keys`, fetched through `fetch`), and the verification of
+//! its access tokens into a user with the dashboard roles its groups map to (`verify`).
+//! The key set is fetched at start by a background service (`KeyRefresher`) and the
+//! gateway is not ready until it has one.
+
+pub mod fetch;
+pub mod keys;
+mod verify;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+use serde::Deserialize;
+
+use crate::config::{ClaimPath, KeyPolicy, OidcConfig, ProviderUrl, RoleMap};
+use crate::observe::metrics::Metrics;
+pub use keys::{KeyError, KeyStore, RefreshError};
+pub use verify::OidcError;
+
+/// What the provider's discovery document tells the gateway.
+#[derive(Debug)]
+pub struct Discovery {
+    pub jwks_uri: ProviderUrl,
+}
+
+#[derive(Deserialize)]
+struct DiscoveryDocument {
+    issuer: String,
+    jwks_uri: String,
+}
+
+impl Discovery {
+    /// The document must name `issuer` exactly (OpenID Connect Discovery 1.0, 4.3): a
+    /// document for another issuer would hand out another provider's keys.
+    pub fn parse(body: &[u8], issuer: &ProviderUrl) -> Result<Discovery, RefreshError> {
+        let bad = |e: String| RefreshError::Discovery(e);
+        let doc: DiscoveryDocument =
+            serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
+        if doc.issuer.trim_end_matches('/') != issuer.text {
+            return Err(bad(format!(
+                "it names issuer {:?}, not {:?}",
+                doc.issuer, issuer.text
+            )));
+        }
+        Ok(Discovery {
+            jwks_uri: ProviderUrl::parse(&doc.jwks_uri).map_err(bad)?,
+        })
+    }
+}
+
+/// The provider as the gateway uses it: its keys, and what its tokens must be.
+pub struct Provider {
+    pub keys: KeyStore,
+    pub issuer: ProviderUrl,
+    audience: String,
+    algorithms: Vec<jsonwebtoken::Algorithm>,
+    clock_skew: Duration,
+    username_claim: String,
+    roles_claim: ClaimPath,
+    /// Replaced by a reload (SIGHUP).
+    pub role_map: ArcSwap<RoleMap>,
+    pub local_login: bool,
+    policy: KeyPolicy,
+}
+
+impl Provider {
+    pub fn new(
+        config: &OidcConfig,
+        fetch: Arc<dyn fetch::Fetch>,
+        metrics: Arc<Metrics>,
+    ) -> Provider {
+        Provider {
+            keys: KeyStore::new(fetch, config.issuer.clone(), config.keys, metrics),
+            issuer: config.issuer.clone(),
+            audience: config.audience.clone(),
+            algorithms: config.algorithms.clone(),
+            clock_skew: config.clock_skew,
+            username_claim: config.username_claim.clone(),
+            roles_claim: config.roles_claim.clone(),
+            role_map: ArcSwap::from_pointee(config.role_map.clone()),
+            local_login: config.local_login,
+            policy: config.keys,
+        }
+    }
+
+    /// Whether `token` (not yet verified) names this provider as its issuer: only then is
+    /// it checked as the provider's. Costs a decode of the payload, on tokens that are not
+    /// the gateway's own.
+    pub fn named_in(&self, token: &str) -> bool {
+        #[derive(Deserialize)]
+        struct Issuer {
+            iss: String,
+        }
+        let Some(payload) = token.split('.').nth(1) else {
+            return false;
+        };
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        base64::Engine::decode(&engine, payload)
+            .ok()
+            .and_then(|json| serde_json::from_slice::<Issuer>(&json).ok())
+            .is_some_and(|claims| claims.iss.trim_end_matches('/') == self.issuer.text)
+    }
+
+    /// Whether provider tokens can be checked: a key set is held and fresh enough.
+    pub fn ready(&self) -> bool {
+        self.keys.current().is_some()
+    }
+}
+
+/// Fetches the provider's keys at start, retrying until it has them, then on schedule;
+/// a pingora background service.
+pub struct KeyRefresher {
+    pub provider: Arc<Provider>,
+}
+
+/// The first retry's wait; it doubles up to the refresh interval (at most a minute).
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+
+#[async_trait]
+impl BackgroundService for KeyRefresher {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let policy = self.provider.policy;
+        let max_retry = policy.refresh.min(Duration::from_secs(60));
+        let mut retry = FIRST_RETRY;
+        loop {
+            let wait = match self.provider.keys.refresh().await {
+                Ok(held) => {
+                    retry = FIRST_RETRY;
+                    tracing::debug!(keys = held, "identity provider keys fetched");
+                    policy.refresh
+                }
+                Err(e) => {
+                    tracing::warn!(issuer = %self.provider.issuer.text, error = %e, retry_in_ms = retry.as_millis() as u64, "cannot fetch the identity provider's keys");
+                    let wait = retry;
+                    retry = (retry * 2).min(max_retry);
+                    wait
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
