@@ -76,6 +76,10 @@ impl Auth {
         })?;
         let username = string_field(&body, "username")?;
         subject.username = Some(username.clone());
+        subject.method = Some(match self.source {
+            AuthSource::Local => "local",
+            AuthSource::Dashboard => "dashboard",
+        });
         let password = string_field(&body, "password")?;
 
         // Both limits apply: the client's bucket first, so that a client refused here

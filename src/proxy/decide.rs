@@ -77,6 +77,7 @@ impl Gateway {
             .await;
         ctx.operation = lookup.operation.map(|id| (admission, id));
         let forward = admitted?;
+        ctx.subject.of_user(forward.user.as_deref());
         forward::settle_connection_header(session.req_header_mut())?;
         let limits = self.body_limits(self.upstreams.max_body_bytes);
         ctx.body = request::read_forwarded_body(session, limits).await?;

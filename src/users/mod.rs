@@ -50,6 +50,15 @@ pub struct User {
 }
 
 impl User {
+    /// How the user authenticated, as the audit names it.
+    pub fn auth_method(&self) -> &'static str {
+        match (&self.provider_subject, &self.password_hash) {
+            (Some(_), _) => "oidc",
+            (None, Some(_)) => "local",
+            (None, None) => "dashboard",
+        }
+    }
+
     /// A user the dashboard logged in, granted what the dashboard's answer named.
     pub fn from_dashboard(username: String, grants: Grants) -> User {
         User {

@@ -245,6 +245,8 @@ impl Gateway {
             + &self.optional_section("state")
             + &self.optional_section("state.redis")
             + &self.optional_section("log")
+            + &self.optional_section("oidc")
+            + &self.optional_section("oidc.role_map")
     }
 
     /// `[name]` with its extra lines, when a test added any.
