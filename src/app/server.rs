@@ -147,7 +147,10 @@ fn build(
     }
     let tls_on = certificate.is_some();
     let stores = state.build().map_err(StartError::State)?;
-    let provider = oidc.as_ref().map(|config| sso_provider(config, &metrics));
+    let public_url = server_config.public_url.as_deref().unwrap_or_default();
+    let provider = oidc
+        .as_ref()
+        .map(|config| sso_provider(config, public_url, &metrics));
     let dashboards = match upstream {
         Some(upstream) => Some(dashboards(
             upstream,
@@ -397,10 +400,10 @@ fn dashboards(
 }
 
 /// The identity provider of `[oidc]`; its keys are fetched by a background service.
-fn sso_provider(config: &OidcConfig, metrics: &Arc<Metrics>) -> Arc<Provider> {
+fn sso_provider(config: &OidcConfig, public_url: &str, metrics: &Arc<Metrics>) -> Arc<Provider> {
     let fetch = Arc::new(HttpFetch::new(config.ca_certificates.clone()));
     tracing::info!(issuer = %config.issuer.text, local_login = config.local_login, "single sign-on: the identity provider's tokens are accepted");
-    Arc::new(Provider::new(config, fetch, metrics.clone()))
+    Arc::new(Provider::new(config, public_url, fetch, metrics.clone()))
 }
 
 /// Fails fast on a port in use: pingora would retry for 30 s, then only panic a thread.

@@ -40,10 +40,16 @@ impl Auth {
             "token=; Expires=Thu, 01 Jan 1970 00:00:00 GMT; Max-Age=0; {}",
             self.cookie_attributes()
         );
+        // A single sign-on user's browser logs out at the provider too (RP-initiated
+        // logout), then comes back to the UI.
+        let provider = self.oidc.as_ref().filter(|_| claims.idp.is_some());
+        let redirect_url = provider
+            .and_then(|p| p.logout_url(&format!("{}/", p.home)))
+            .unwrap_or_else(|| "#/login".to_string());
         Ok(LocalResponse::json(
             200,
             self.content_type(negotiated),
-            &json!({"redirect_url": "#/login"}),
+            &json!({ "redirect_url": redirect_url }),
         )
         .with_header("set-cookie", cookie))
     }

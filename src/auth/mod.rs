@@ -10,6 +10,7 @@ mod login;
 mod logout;
 mod refusal_time;
 pub mod request;
+mod sso;
 
 use std::sync::Arc;
 
@@ -190,6 +191,15 @@ impl Auth {
         };
         if self.stores.revocations.is_revoked(&claims.jti, now).await? {
             return Err(TokenRejection::Revoked);
+        }
+        if let Some(identity) = &claims.idp {
+            // A single sign-on session: the groups map to roles as the role map says now.
+            let provider = self.oidc.as_ref().ok_or(TokenRejection::UnknownUser)?;
+            let user = provider.user_for(claims.username.clone(), identity)?;
+            return Ok(Authenticated {
+                user,
+                upstream: None,
+            });
         }
         let session = match &self.dashboard {
             Some(dashboard) => Some(

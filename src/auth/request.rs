@@ -35,6 +35,11 @@ impl<'a> AuthRequest<'a> {
         }
     }
 
+    /// The value of cookie `name`.
+    pub fn cookie(&self, name: &str) -> Option<&'a str> {
+        cookie(self.headers, name)
+    }
+
     /// The Accept header, its repeated lines joined into one list.
     pub fn accept(&self) -> Option<Cow<'a, str>> {
         crate::edge::request::joined_header(self.headers, http::header::ACCEPT)

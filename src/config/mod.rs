@@ -90,6 +90,7 @@ impl Config {
             return Err(errors);
         };
         let at = Source { file: source, dir };
+        let public_url = file.server.public_url.is_some();
         let listeners = server::validate(&mut errors, &at, file.server, file.metrics);
         let api = auth::api(&mut errors, &at, file.api);
         let users_file = at.resolve(&file.auth.users_file);
@@ -109,6 +110,13 @@ impl Config {
             Some(roles) => users::load(&mut errors, users_file, roles),
             None => UsersConfig::none(users_file),
         };
+        if oidc.is_some() && !public_url {
+            errors.push(
+                source,
+                "server.public_url",
+                "required with [oidc]: the provider sends browsers back to the gateway's address as they see it, e.g. \"https://ceph.example.com:8443\" (never taken from the Host header)",
+            );
+        }
         let upstream = file
             .upstream
             .map(|u| upstream::validate(&mut errors, &at, u));

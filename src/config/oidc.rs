@@ -326,20 +326,22 @@ pub(super) fn validate(
     })
 }
 
-/// The browser's way back from the provider: a path of the gateway's own, outside `/api`
-/// (which is the dashboard's) and never the UI's root.
+/// The prefix of the gateway's own single sign-on paths (login, callback), outside the
+/// dashboard's `/api` and `/ui-api`.
+pub const SSO_PREFIX: &str = "/auth/oidc/";
+
+/// The browser's way back from the provider: a plain path under [`SSO_PREFIX`] other than
+/// the login's own.
 fn check_path(errors: &mut ConfigErrors, at: &Source<'_>, path: &str) {
-    let problem = if !path.starts_with('/') || path.len() < 2 {
-        "must be an absolute path like \"/auth/oidc/callback\""
-    } else if path.starts_with("/api/")
-        || path.starts_with("/ui-api/")
-        || path.contains(['?', '#', '%'])
-    {
-        "must be a plain path outside /api and /ui-api (those are the dashboard's), like \"/auth/oidc/callback\""
-    } else {
-        return;
-    };
-    errors.push(at.file, "oidc.redirect_path", format!("{path:?} {problem}"));
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/-_.".contains(c);
+    match path.strip_prefix(SSO_PREFIX) {
+        Some(rest) if !rest.is_empty() && rest != "login" && rest.chars().all(plain) => {}
+        _ => errors.push(
+            at.file,
+            "oidc.redirect_path",
+            format!("{path:?} must be a plain path under {SSO_PREFIX} other than {SSO_PREFIX}login, like \"/auth/oidc/callback\""),
+        ),
+    }
 }
 
 fn role_map(
@@ -443,7 +445,7 @@ mod tests {
     use crate::config::{Config, ConfigErrors};
     use crate::users::{Permission, Role, Scope};
 
-    const MINIMAL: &str = "[oidc]\nissuer = \"https://idp.example.com/realms/ceph\"\nclient_id = \"ceph\"\n[oidc.role_map]\nceph-admins = [\"administrator\"]\n";
+    const MINIMAL: &str = "[server]\npublic_url = \"https://ceph.example.com\"\n[oidc]\nissuer = \"https://idp.example.com/realms/ceph\"\nclient_id = \"ceph\"\n[oidc.role_map]\nceph-admins = [\"administrator\"]\n";
 
     fn load(text: &str, dir: &Path) -> Result<Config, ConfigErrors> {
         Config::from_toml_str(text, &dir.join("c.toml"), dir)
@@ -487,6 +489,7 @@ mod tests {
              [oidc.role_map]\nops = [\"no-such-role\"]\nnobody = []\n",
         );
         for key in [
+            "server.public_url",
             "oidc.issuer",
             "oidc.client_id",
             "oidc.scopes",
@@ -520,7 +523,7 @@ mod tests {
         let roles =
             "[[roles]]\nname = \"pool-auditor\"\n[roles.scopes_permissions]\npool = [\"read\"]\n";
         std::fs::write(dir.path().join("roles.toml"), roles).unwrap();
-        let text = "[auth]\nroles_file = \"roles.toml\"\n[oidc]\nissuer = \"http://127.0.0.1:5556/\"\nclient_id = \"ceph\"\n[oidc.role_map]\nauditors = [\"pool-auditor\"]\n";
+        let text = "[server]\npublic_url = \"https://ceph.example.com\"\n[auth]\nroles_file = \"roles.toml\"\n[oidc]\nissuer = \"http://127.0.0.1:5556/\"\nclient_id = \"ceph\"\n[oidc.role_map]\nauditors = [\"pool-auditor\"]\n";
         let oidc = load(text, dir.path()).unwrap().oidc.unwrap();
         assert_eq!(oidc.issuer.text, "http://127.0.0.1:5556");
         let auditor = oidc.role_map.map(&["auditors".into()]).unwrap();

@@ -148,6 +148,8 @@ pub(crate) fn events<'a>(
             subject.locked.then_some((AuditEvent::Lockout, tried)),
         ),
         Route::Logout => (Some((AuditEvent::Logout, tried)), None),
+        // A browser's login through the provider, once the provider named the user.
+        Route::Sso => (tried.map(|user| (AuditEvent::Login, Some(user))), None),
         Route::Api | Route::Other if mutating && served.backend.is_some() => {
             (Some((AuditEvent::Call, served.user)), None)
         }

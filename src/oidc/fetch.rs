@@ -30,10 +30,18 @@ pub enum FetchError {
     Status { url: String, status: u16 },
 }
 
-/// GETs a JSON document of the provider.
+/// GETs a JSON document of the provider; POSTs a form to its token endpoint.
 #[async_trait]
 pub trait Fetch: Send + Sync {
     async fn get(&self, url: &ProviderUrl) -> Result<Bytes, FetchError>;
+    /// `form` (urlencoded) with `authorization` (a client's Basic credentials), if any;
+    /// the answer's status and body, whatever the status.
+    async fn post_form(
+        &self,
+        url: &ProviderUrl,
+        form: String,
+        authorization: Option<String>,
+    ) -> Result<(u16, Bytes), FetchError>;
 }
 
 /// Over the gateway's client, trusting `ca` (or the system's roots).
@@ -78,13 +86,19 @@ impl HttpFetch {
     }
 }
 
-#[async_trait]
-impl Fetch for HttpFetch {
-    async fn get(&self, url: &ProviderUrl) -> Result<Bytes, FetchError> {
+impl HttpFetch {
+    /// One request to the provider; its status and body.
+    async fn exchange(
+        &self,
+        method: &str,
+        url: &ProviderUrl,
+        headers: &[(&'static str, String)],
+        body: Option<Bytes>,
+    ) -> Result<(u16, Bytes), FetchError> {
         let peer = self.peer(url).await?;
         let protocol = |e: Box<pingora::Error>| ClientError::Protocol(e.to_string());
         let mut request =
-            RequestHeader::build("GET", url.path_and_query.as_bytes(), None).map_err(protocol)?;
+            RequestHeader::build(method, url.path_and_query.as_bytes(), None).map_err(protocol)?;
         let host = match url.port {
             443 | 80 => url.host.clone(),
             port => format!("{}:{port}", url.host),
@@ -93,17 +107,45 @@ impl Fetch for HttpFetch {
         request
             .insert_header("accept", "application/json")
             .map_err(protocol)?;
+        for (name, value) in headers {
+            request.insert_header(*name, value).map_err(protocol)?;
+        }
         let reply = self
             .client
-            .send(&peer, request, None, MAX_DOCUMENT_BYTES, FETCH_TIMEOUT)
+            .send(&peer, request, body, MAX_DOCUMENT_BYTES, FETCH_TIMEOUT)
             .await?;
-        if reply.status() != 200 {
-            return Err(FetchError::Status {
+        Ok((reply.status(), reply.body))
+    }
+}
+
+#[async_trait]
+impl Fetch for HttpFetch {
+    async fn get(&self, url: &ProviderUrl) -> Result<Bytes, FetchError> {
+        match self.exchange("GET", url, &[], None).await? {
+            (200, body) => Ok(body),
+            (status, _) => Err(FetchError::Status {
                 url: url.text.clone(),
-                status: reply.status(),
-            });
+                status,
+            }),
         }
-        Ok(reply.body)
+    }
+
+    async fn post_form(
+        &self,
+        url: &ProviderUrl,
+        form: String,
+        authorization: Option<String>,
+    ) -> Result<(u16, Bytes), FetchError> {
+        let mut headers = vec![
+            (
+                "content-type",
+                "application/x-www-form-urlencoded".to_string(),
+            ),
+            ("content-length", form.len().to_string()),
+        ];
+        headers.extend(authorization.map(|a| ("authorization", a)));
+        self.exchange("POST", url, &headers, Some(Bytes::from(form)))
+            .await
     }
 }
 
@@ -188,6 +230,15 @@ pub(crate) mod testing {
             self.jwks_fetches.fetch_add(1, Ordering::SeqCst);
             let kids = self.published.lock().unwrap().clone();
             Ok(FakeProvider::jwks_with_use(&kids, "sig").into())
+        }
+
+        async fn post_form(
+            &self,
+            url: &ProviderUrl,
+            _form: String,
+            _authorization: Option<String>,
+        ) -> Result<(u16, Bytes), FetchError> {
+            Err(FetchError::Resolve(url.host.clone()))
         }
     }
 }

@@ -127,6 +127,16 @@ impl KeyStore {
         }
     }
 
+    /// How the provider is reached (the token endpoint's exchange uses it too).
+    pub fn fetch(&self) -> &dyn Fetch {
+        self.fetch.as_ref()
+    }
+
+    /// The provider's endpoints, once its discovery document was fetched.
+    pub fn discovery(&self) -> Option<Arc<Discovery>> {
+        self.discovery.load_full()
+    }
+
     /// The set in use: `None` when none was fetched or it is past `max_stale`.
     pub fn current(&self) -> Option<Arc<KeySet>> {
         let set = self.set.load_full()?;

@@ -6,6 +6,7 @@
 
 pub mod fetch;
 pub mod keys;
+mod login;
 mod verify;
 
 use std::sync::Arc;
@@ -20,18 +21,27 @@ use serde::Deserialize;
 use crate::config::{ClaimPath, KeyPolicy, OidcConfig, ProviderUrl, RoleMap};
 use crate::observe::metrics::Metrics;
 pub use keys::{KeyError, KeyStore, RefreshError};
+pub use login::LoginError;
 pub use verify::OidcError;
 
 /// What the provider's discovery document tells the gateway.
 #[derive(Debug)]
 pub struct Discovery {
     pub jwks_uri: ProviderUrl,
+    /// Browser logins need both; without them only bearer tokens are accepted.
+    pub authorization_endpoint: Option<ProviderUrl>,
+    pub token_endpoint: Option<ProviderUrl>,
+    /// RP-initiated logout; `None`: logout ends the gateway's session only.
+    pub end_session_endpoint: Option<ProviderUrl>,
 }
 
 #[derive(Deserialize)]
 struct DiscoveryDocument {
     issuer: String,
     jwks_uri: String,
+    authorization_endpoint: Option<String>,
+    token_endpoint: Option<String>,
+    end_session_endpoint: Option<String>,
 }
 
 impl Discovery {
@@ -47,8 +57,12 @@ impl Discovery {
                 doc.issuer, issuer.text
             )));
         }
+        let url = |text: Option<String>| text.and_then(|t| ProviderUrl::parse(&t).ok());
         Ok(Discovery {
             jwks_uri: ProviderUrl::parse(&doc.jwks_uri).map_err(bad)?,
+            authorization_endpoint: url(doc.authorization_endpoint),
+            token_endpoint: url(doc.token_endpoint),
+            end_session_endpoint: url(doc.end_session_endpoint),
         })
     }
 }
@@ -66,15 +80,27 @@ pub struct Provider {
     pub role_map: ArcSwap<RoleMap>,
     pub local_login: bool,
     policy: KeyPolicy,
+    client_id: String,
+    client_secret: Option<crate::secrets::Secret>,
+    scopes: Vec<String>,
+    pub redirect_path: String,
+    /// `server.public_url` + `redirect_path`: where the provider sends browsers back.
+    pub redirect_uri: String,
+    /// `server.public_url`, without a trailing `/`: the dashboard's UI.
+    pub home: String,
 }
 
 impl Provider {
     pub fn new(
         config: &OidcConfig,
+        public_url: &str,
         fetch: Arc<dyn fetch::Fetch>,
         metrics: Arc<Metrics>,
     ) -> Provider {
+        let home = public_url.trim_end_matches('/').to_string();
         Provider {
+            redirect_uri: format!("{home}{}", config.redirect_path),
+            home,
             keys: KeyStore::new(fetch, config.issuer.clone(), config.keys, metrics),
             issuer: config.issuer.clone(),
             audience: config.audience.clone(),
@@ -85,6 +111,10 @@ impl Provider {
             role_map: ArcSwap::from_pointee(config.role_map.clone()),
             local_login: config.local_login,
             policy: config.keys,
+            client_id: config.client_id.clone(),
+            client_secret: config.client_secret.clone(),
+            scopes: config.scopes.clone(),
+            redirect_path: config.redirect_path.clone(),
         }
     }
 

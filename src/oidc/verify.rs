@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::keys::{usable_for, KeyError};
 use super::Provider;
 use crate::state::UnixTime;
+use crate::tokens::ProviderIdentity;
 use crate::users::User;
 
 /// Why a provider token was not accepted.
@@ -36,8 +37,20 @@ pub enum OidcError {
 }
 
 impl Provider {
-    /// The user of a provider token at `now`, with the roles their groups map to.
+    /// The user of a provider access token at `now`, with the roles their groups map to.
     pub async fn verify(&self, token: &str, now: UnixTime) -> Result<Arc<User>, OidcError> {
+        let claims = self.verified_claims(token, &self.audience, now).await?;
+        let (username, identity) = self.identity_of(&claims)?;
+        self.user_for(username, &identity)
+    }
+
+    /// The claims of a token the provider signed for `audience`, valid at `now`.
+    pub(super) async fn verified_claims(
+        &self,
+        token: &str,
+        audience: &str,
+        now: UnixTime,
+    ) -> Result<Value, OidcError> {
         let header = decode_header(token).map_err(|_| OidcError::Malformed)?;
         if !self.algorithms.contains(&header.alg) {
             return Err(OidcError::Algorithm);
@@ -48,7 +61,7 @@ impl Provider {
         }
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[self.issuer.text.as_str()]);
-        validation.set_audience(&[self.audience.as_str()]);
+        validation.set_audience(&[audience]);
         // Times are checked below against the caller's clock.
         validation.validate_exp = false;
         validation.validate_nbf = false;
@@ -57,7 +70,7 @@ impl Provider {
             .map_err(|_| OidcError::Invalid)?
             .claims;
         self.check_times(&claims, now)?;
-        self.user_of(&claims)
+        Ok(claims)
     }
 
     /// `exp` is required; `nbf` when present; both with the clock skew.
@@ -78,17 +91,34 @@ impl Provider {
         }
     }
 
-    fn user_of(&self, claims: &Value) -> Result<Arc<User>, OidcError> {
+    /// The username (`username_claim`, else `sub`) and the provider's view of the user.
+    pub(super) fn identity_of(
+        &self,
+        claims: &Value,
+    ) -> Result<(String, ProviderIdentity), OidcError> {
         let text = |name: &str| {
             claims
                 .get(name)
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty() && !s.chars().any(char::is_control))
         };
-        let subject = text("sub").ok_or(OidcError::NoUser)?;
-        let username = text(&self.username_claim).unwrap_or(subject).to_string();
-        let groups = self.roles_claim.values(claims);
-        let Some(mapped) = self.role_map.load().map(&groups) else {
+        let sub = text("sub").ok_or(OidcError::NoUser)?;
+        let username = text(&self.username_claim).unwrap_or(sub).to_string();
+        let identity = ProviderIdentity {
+            sub: sub.to_string(),
+            groups: self.roles_claim.values(claims),
+        };
+        Ok((username, identity))
+    }
+
+    /// The user with the roles `identity`'s groups map to now (`oidc.role_map`, reloaded by
+    /// SIGHUP); none mapped: refused.
+    pub fn user_for(
+        &self,
+        username: String,
+        identity: &ProviderIdentity,
+    ) -> Result<Arc<User>, OidcError> {
+        let Some(mapped) = self.role_map.load().map(&identity.groups) else {
             return Err(OidcError::NoRole { username });
         };
         let user = User {
@@ -97,7 +127,7 @@ impl Provider {
             roles: mapped.roles,
             grants: mapped.grants,
             enabled: true,
-            provider_subject: Some(subject.to_string()),
+            provider_subject: Some(identity.sub.clone()),
         };
         Ok(Arc::new(user))
     }
@@ -119,7 +149,7 @@ mod tests {
         let fake = FakeProvider::new(&["k1"]);
         let dir = tempfile::tempdir().unwrap();
         let text = format!(
-            "[oidc]\nissuer = {:?}\nclient_id = \"ceph\"\nroles_claim = \"realm_access.roles\"\n[oidc.role_map]\n\"ceph-pools\" = [\"pool-manager\"]\n\"ceph-viewers\" = [\"read-only\"]\n",
+            "[server]\npublic_url = \"https://gw.example.com\"\n[oidc]\nissuer = {:?}\nclient_id = \"ceph\"\nroles_claim = \"realm_access.roles\"\n[oidc.role_map]\n\"ceph-pools\" = [\"pool-manager\"]\n\"ceph-viewers\" = [\"read-only\"]\n",
             fake.issuer
         );
         let config =
@@ -127,7 +157,7 @@ mod tests {
                 .unwrap();
         let oidc: OidcConfig = config.oidc.unwrap();
         let metrics = crate::observe::metrics::Metrics::new(&prometheus::Registry::new()).unwrap();
-        Provider::new(&oidc, fake, metrics)
+        Provider::new(&oidc, "https://gw.example.com", fake, metrics)
     }
 
     fn claims(groups: &[&str]) -> Value {

@@ -53,6 +53,7 @@ impl Gateway {
                     .await
                     .map(Next::Answer)
             }
+            Route::Sso => self.answer_sso(session, ctx, &path).await.map(Next::Answer),
             Route::Api | Route::Other => self
                 .prepare_forward(session, ctx, &path)
                 .await
@@ -126,6 +127,22 @@ impl Gateway {
             self.trusted_proxies
                 .client(peer, &session.req_header().headers),
         )
+    }
+
+    /// The browser's single sign-on: GETs without a body.
+    async fn answer_sso(
+        &self,
+        session: &Session,
+        ctx: &mut RequestCtx,
+        path: &str,
+    ) -> Result<LocalResponse, GatewayError> {
+        if session.req_header().method != http::Method::GET {
+            return Err(GatewayError::MethodNotAllowed { allow: "GET" });
+        }
+        let req = AuthRequest::of(session.req_header(), bytes::Bytes::new(), ctx.client);
+        self.auth
+            .sso(path, &req, unix_now(), &mut ctx.subject)
+            .await
     }
 
     /// The auth endpoints take a small JSON body, read whole here; `ctx` learns whom the

@@ -18,7 +18,9 @@ use super::{free_port, now_secs, Gateway};
 
 /// The audience of the provider's access tokens (its resource indicator).
 pub const RESOURCE: &str = "https://clustergate.test";
-/// The secret of every script client.
+/// The gateway's client id at the provider (browser logins).
+pub const BROWSER_CLIENT: &str = "clustergate";
+/// The secret of every client.
 const CLIENT_SECRET: &str = "script-client-secret-0123456789";
 const START_DEADLINE: Duration = Duration::from_secs(20);
 
@@ -29,6 +31,8 @@ pub struct OidcProvider {
     /// Key ids, the signing one first.
     kids: Vec<String>,
     accounts: Vec<(String, Vec<String>)>,
+    /// The gateway as a browser login's client: its callback and where logout returns.
+    browser_client: Option<(String, String)>,
     child: Option<Child>,
     runs: u32,
 }
@@ -61,6 +65,7 @@ impl OidcProvider {
                     )
                 })
                 .collect(),
+            browser_client: None,
             child: None,
             runs: 0,
         };
@@ -89,7 +94,7 @@ impl OidcProvider {
             .iter()
             .map(|(name, groups)| (name.clone(), json!({ "groups": groups })))
             .collect();
-        let clients: Vec<Value> = self
+        let mut clients: Vec<Value> = self
             .accounts
             .iter()
             .map(|(name, _)| {
@@ -100,6 +105,13 @@ impl OidcProvider {
                 })
             })
             .collect();
+        if let Some((callback, home)) = &self.browser_client {
+            clients.push(json!({
+                "client_id": BROWSER_CLIENT, "client_secret": CLIENT_SECRET,
+                "grant_types": ["authorization_code"], "response_types": ["code"],
+                "redirect_uris": [callback], "post_logout_redirect_uris": [home],
+            }));
+        }
         let keys: Vec<String> = self
             .kids
             .iter()
@@ -162,6 +174,14 @@ impl OidcProvider {
 
     /// Starts it again after `stop`, on the same port and with the same keys.
     pub fn start_again(&mut self) {
+        self.launch();
+    }
+
+    /// Registers the gateway as the browser client [`BROWSER_CLIENT`] (its callback and
+    /// its home), restarting the provider (same port, same keys).
+    pub fn register_gateway(&mut self, callback: &str, home: &str) {
+        self.browser_client = Some((callback.into(), home.into()));
+        self.stop();
         self.launch();
     }
 
@@ -232,8 +252,15 @@ impl Gateway {
     /// after a second at most.
     pub fn oidc(self, provider: &OidcProvider, role_map: &[(&str, &[&str])]) -> Gateway {
         let mut gw = self
+            .file("oidc-client.secret", CLIENT_SECRET)
+            .public_url("http://127.0.0.1:{PORT}")
             .extra_toml("oidc", &format!("issuer = {:?}", provider.issuer))
-            .extra_toml("oidc", "client_id = \"clustergate\"")
+            .extra_toml("oidc", &format!("client_id = {BROWSER_CLIENT:?}"))
+            .extra_toml("oidc", "client_secret_file = \"oidc-client.secret\"")
+            .extra_toml(
+                "oidc",
+                "scopes = [\"openid\", \"profile\", \"groups\", \"api\"]",
+            )
             .extra_toml("oidc", &format!("audience = {RESOURCE:?}"))
             .extra_toml("oidc", "jwks_min_refresh_seconds = 1");
         for (group, roles) in role_map {

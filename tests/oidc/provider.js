@@ -72,7 +72,7 @@ function serve(configFile) {
         clientId: ctx.oidc.client.clientId,
         accountId: ctx.oidc.session.accountId,
       });
-      grant.addOIDCScope('openid profile groups');
+      grant.addOIDCScope('openid profile groups api');
       grant.addResourceScope(config.resource, 'api');
       await grant.save();
       return grant;

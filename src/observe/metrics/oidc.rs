@@ -10,7 +10,18 @@ const REFRESH_RESULTS: [&str; 2] = ["success", "failure"];
 pub const PROVIDER_TOKEN_RESULTS: [&str; 5] =
     ["valid", "invalid", "expired", "no_role", "keys_unavailable"];
 
+/// The `result` values of browser logins through the provider.
+pub const LOGIN_RESULTS: [&str; 6] = [
+    "success",
+    "unavailable",
+    "bad_state",
+    "refused",
+    "error",
+    "invalid",
+];
+
 pub struct OidcMetrics {
+    logins: IntCounterVec,
     key_refreshes: IntCounterVec,
     keys_held: IntGauge,
     last_refresh: IntGauge,
@@ -19,6 +30,16 @@ pub struct OidcMetrics {
 
 impl OidcMetrics {
     pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let logins = IntCounterVec::new(
+            Opts::new(
+                "clustergate_oidc_logins_total",
+                "Browser logins through the identity provider (authorization code flow), by result; password logins are clustergate_logins_total",
+            ),
+            &["result"],
+        )?;
+        for result in LOGIN_RESULTS {
+            logins.with_label_values(&[result]);
+        }
         let key_refreshes = IntCounterVec::new(
             Opts::new(
                 "clustergate_oidc_key_refreshes_total",
@@ -47,16 +68,23 @@ impl OidcMetrics {
         for result in PROVIDER_TOKEN_RESULTS {
             provider_tokens.with_label_values(&[result]);
         }
+        registry.register(Box::new(logins.clone()))?;
         registry.register(Box::new(key_refreshes.clone()))?;
         registry.register(Box::new(keys_held.clone()))?;
         registry.register(Box::new(last_refresh.clone()))?;
         registry.register(Box::new(provider_tokens.clone()))?;
         Ok(OidcMetrics {
+            logins,
             key_refreshes,
             keys_held,
             last_refresh,
             provider_tokens,
         })
+    }
+
+    /// A browser login; `result` one of [`LOGIN_RESULTS`].
+    pub fn login(&self, result: &'static str) {
+        self.logins.with_label_values(&[result]).inc();
     }
 
     /// A fetch of the keys: `held` keys at `now` when it succeeded.
