@@ -164,6 +164,11 @@ impl TokenService {
         self.sign(claims)
     }
 
+    /// How long a token lives.
+    pub fn ttl_seconds(&self) -> u64 {
+        self.ttl.as_secs()
+    }
+
     /// A token for a single sign-on user, expiring after the TTL.
     pub fn issue_sso(
         &self,

@@ -12,6 +12,7 @@ mod common;
 use common::*;
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use reqwest::redirect::Policy;
 use serde_json::{json, Value};
@@ -339,4 +340,111 @@ async fn a_browser_logs_in_at_the_provider_and_lands_on_the_dashboard_with_its_m
     )
     .await;
     assert_eq!(browser.get(&back).send().await.unwrap().status(), 403);
+}
+
+/// Logs `account` in through `gw` in a fresh browser; the gateway's token and the browser.
+async fn sso_login(gw: &RunningGateway, idp: &OidcProvider, account: &str) -> (String, Browser) {
+    let browser = jar_client();
+    let start = browser
+        .get(&gw.url("/auth/oidc/login"))
+        .send()
+        .await
+        .unwrap();
+    let callback = gw.url("/auth/oidc/callback");
+    let back =
+        log_in_at_provider(&browser, &location(&start), &idp.issuer, account, &callback).await;
+    let landed = browser.get(&back).send().await.unwrap();
+    assert_eq!(landed.status(), 302, "{}", gw.logs());
+    let home = location(&landed);
+    let token = home.rsplit("access_token=").next().unwrap().to_string();
+    (token, browser)
+}
+
+#[tokio::test]
+async fn the_providers_back_channel_logout_ends_the_users_sessions_on_every_gateway() {
+    let dash = Dashboard::shared();
+    let redis = RedisServer::start();
+    let mut idp = OidcProvider::start(&[("poolops", &["ceph-pools"])]);
+    let gateway = || {
+        Gateway::new()
+            .upstream(dash)
+            .known_secret()
+            .redis_state(&redis)
+            .oidc(&idp, &[("ceph-pools", &["pool-manager"])])
+    };
+    let first = gateway().start();
+    let second = gateway().start();
+    let backchannel = first.url("/auth/oidc/backchannel-logout");
+    idp.register_gateways(
+        &[
+            &first.url("/auth/oidc/callback"),
+            &second.url("/auth/oidc/callback"),
+        ],
+        &first.url("/"),
+        Some(&backchannel),
+    );
+    // Two browsers of the same user, one through each gateway.
+    let (here, browser) = sso_login(&first, &idp, "poolops").await;
+    let (there, _) = sso_login(&second, &idp, "poolops").await;
+    for (gw, token) in [
+        (&first, &here),
+        (&second, &there),
+        (&first, &there),
+        (&second, &here),
+    ] {
+        assert_eq!(gw.api_get("/api/pool", Some(token)).await.status, 200);
+    }
+    // The first browser logs out at the gateway, then at the provider (its confirmation
+    // form), which tells the gateway by the back channel.
+    let redirect = first.logout(&here).await.json()["redirect_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let page = browser
+        .get(&redirect)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let xsrf = page
+        .split("name=\"xsrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no logout form: {page}"));
+    let confirmed = browser
+        .post(&format!("{}/session/end/confirm", idp.issuer))
+        .form(&[("xsrf", xsrf), ("logout", "yes")])
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        confirmed.status().is_redirection(),
+        "{}\n{}",
+        confirmed.status(),
+        idp.logs()
+    );
+    // The other browser's session, on the other gateway, has ended too (through Redis).
+    eventually(
+        "the back-channel logout",
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+        || async { second.api_get("/api/pool", Some(&there)).await.status == 401 },
+    )
+    .await;
+    // A logout token not signed by the provider is refused.
+    let forged = first
+        .send(
+            first
+                .client()
+                .post(&backchannel)
+                .form(&[("logout_token", "e30.e30.x")]),
+        )
+        .await;
+    assert_eq!(forged.status, 400);
+    // A new login works again, from the next second on (token times are whole seconds).
+    next_wall_clock_second().await;
+    let (again, _) = sso_login(&second, &idp, "poolops").await;
+    assert_eq!(second.api_get("/api/pool", Some(&again)).await.status, 200);
 }

@@ -195,6 +195,12 @@ impl Auth {
         if let Some(identity) = &claims.idp {
             // A single sign-on session: the groups map to roles as the role map says now.
             let provider = self.oidc.as_ref().ok_or(TokenRejection::UnknownUser)?;
+            // The provider's back-channel logout ended the user's sessions (any gateway).
+            let key = sso::sso_reset_key(&identity.sub);
+            let ended = self.stores.credential_resets.reset_at(&key, now).await?;
+            if ended.is_some_and(|at| claims.iat < at) {
+                return Err(TokenRejection::Revoked);
+            }
             let user = provider.user_for(claims.username.clone(), identity)?;
             return Ok(Authenticated {
                 user,

@@ -17,14 +17,19 @@ use crate::tokens::PendingLogin;
 /// a cross-site navigation (a `Strict` cookie would stay behind).
 const PENDING_COOKIE: &str = "cg_oidc_login";
 
+/// Where the provider tells the gateway a user logged out (back-channel logout).
+pub const BACKCHANNEL_LOGOUT: &str = "/auth/oidc/backchannel-logout";
+
 /// Where the UI's login page sends the browser (relative, as the dashboard's SAML
 /// `auth/saml2/login`), under `/auth/oidc/`.
 pub const LOGIN_URL: &str = "auth/oidc/login";
 
 impl Auth {
-    /// A request under `/auth/oidc/`: the login's start or its callback.
+    /// A request under `/auth/oidc/`: the login's start or its callback (GET), or the
+    /// provider's back-channel logout (POST).
     pub async fn sso(
         &self,
+        method: &http::Method,
         path: &str,
         req: &AuthRequest<'_>,
         now: UnixTime,
@@ -35,6 +40,17 @@ impl Auth {
             .as_ref()
             .ok_or_else(|| GatewayError::not_found(path))?;
         subject.method = Some("oidc");
+        let allow = if path == BACKCHANNEL_LOGOUT {
+            "POST"
+        } else {
+            "GET"
+        };
+        if method.as_str() != allow {
+            return Err(GatewayError::MethodNotAllowed { allow });
+        }
+        if path == BACKCHANNEL_LOGOUT {
+            return self.backchannel_logout(provider, req, now).await;
+        }
         let result = if path == format!("/{LOGIN_URL}") {
             self.sso_start(provider, now)
         } else if path == provider.redirect_path {
@@ -97,6 +113,36 @@ impl Auth {
         .with_header("set-cookie", clear_pending))
     }
 
+    /// Ends every session of the user the provider's logout token names, on every gateway
+    /// sharing the state store: their tokens issued until now are refused (a single
+    /// sign-on token is checked against this on each request). 200 with no body, as the
+    /// specification asks; 400 for a token that is not a good logout token.
+    async fn backchannel_logout(
+        &self,
+        provider: &Provider,
+        req: &AuthRequest<'_>,
+        now: UnixTime,
+    ) -> Result<LocalResponse, GatewayError> {
+        let token = req
+            .form_param("logout_token")
+            .ok_or_else(|| GatewayError::bad_request("no logout_token"))?;
+        let sub = provider.logout_subject(&token, now).await.map_err(|e| {
+            tracing::info!(error = %e, "back-channel logout refused");
+            GatewayError::bad_request(format!("logout_token: {e}"))
+        })?;
+        // Tokens of this second are ended too: `iat` counts whole seconds.
+        let until = now + self.tokens.load().ttl_seconds() + 1;
+        self.stores
+            .credential_resets
+            .reset(&sso_reset_key(&sub), now + 1, until, now)
+            .await?;
+        tracing::info!(subject = %sub, "back-channel logout: the user's sessions end");
+        Ok(
+            LocalResponse::json_text(200, "application/json", String::new())
+                .with_header("cache-control", "no-store".to_string()),
+        )
+    }
+
     /// The pending login of this browser, if the callback's `state` is its.
     fn pending_login(
         &self,
@@ -128,6 +174,12 @@ fn login_result(result: &Result<LocalResponse, LoginError>) -> &'static str {
         Err(LoginError::Exchange(_)) => "error",
         Err(LoginError::Token(_)) => "invalid",
     }
+}
+
+/// Where a provider user's sessions' end is recorded among the users' resets: a name no
+/// users-file user can have (control characters are refused there).
+pub fn sso_reset_key(sub: &str) -> String {
+    format!("\u{1}oidc\u{1}{sub}")
 }
 
 fn redirect(location: &str) -> LocalResponse {

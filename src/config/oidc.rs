@@ -335,11 +335,14 @@ pub const SSO_PREFIX: &str = "/auth/oidc/";
 fn check_path(errors: &mut ConfigErrors, at: &Source<'_>, path: &str) {
     let plain = |c: char| c.is_ascii_alphanumeric() || "/-_.".contains(c);
     match path.strip_prefix(SSO_PREFIX) {
-        Some(rest) if !rest.is_empty() && rest != "login" && rest.chars().all(plain) => {}
+        Some(rest)
+            if !rest.is_empty()
+                && !["login", "backchannel-logout"].contains(&rest)
+                && rest.chars().all(plain) => {}
         _ => errors.push(
             at.file,
             "oidc.redirect_path",
-            format!("{path:?} must be a plain path under {SSO_PREFIX} other than {SSO_PREFIX}login, like \"/auth/oidc/callback\""),
+            format!("{path:?} must be a plain path under {SSO_PREFIX} other than {SSO_PREFIX}login and {SSO_PREFIX}backchannel-logout, like \"/auth/oidc/callback\""),
         ),
     }
 }

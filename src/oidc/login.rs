@@ -177,6 +177,27 @@ impl Provider {
         serde_json::from_slice(&body).map_err(|e| LoginError::Exchange(e.to_string()))
     }
 
+    /// The provider's `sub` a back-channel logout token (OpenID Connect Back-Channel Logout
+    /// 1.0, 2.6) ends the sessions of: signed by the provider for this client, with the
+    /// logout event and without a nonce.
+    pub async fn logout_subject(&self, token: &str, now: UnixTime) -> Result<String, OidcError> {
+        const EVENT: &str = "http://schemas.openid.net/event/backchannel-logout";
+        let claims = self.verified_claims(token, &self.client_id, now).await?;
+        let is_logout = claims
+            .get("events")
+            .and_then(|events| events.get(EVENT))
+            .is_some_and(serde_json::Value::is_object);
+        if !is_logout || claims.get("nonce").is_some() {
+            return Err(OidcError::Invalid);
+        }
+        claims
+            .get("sub")
+            .and_then(|s| s.as_str())
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .ok_or(OidcError::NoUser)
+    }
+
     /// Where the browser goes to log out at the provider too (RP-initiated logout), then
     /// back to `back_to`; `None` when the provider has no end_session_endpoint.
     pub fn logout_url(&self, back_to: &str) -> Option<String> {

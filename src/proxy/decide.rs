@@ -129,19 +129,18 @@ impl Gateway {
         )
     }
 
-    /// The browser's single sign-on: GETs without a body.
+    /// The browser's single sign-on, and the provider's back-channel logout (a small form).
     async fn answer_sso(
         &self,
-        session: &Session,
+        session: &mut Session,
         ctx: &mut RequestCtx,
         path: &str,
     ) -> Result<LocalResponse, GatewayError> {
-        if session.req_header().method != http::Method::GET {
-            return Err(GatewayError::MethodNotAllowed { allow: "GET" });
-        }
-        let req = AuthRequest::of(session.req_header(), bytes::Bytes::new(), ctx.client);
+        let body = request::read_body(session, self.body_limits(auth::BODY_LIMIT)).await?;
+        let req = AuthRequest::of(session.req_header(), body, ctx.client);
+        let method = &session.req_header().method;
         self.auth
-            .sso(path, &req, unix_now(), &mut ctx.subject)
+            .sso(method, path, &req, unix_now(), &mut ctx.subject)
             .await
     }
 

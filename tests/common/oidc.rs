@@ -31,8 +31,9 @@ pub struct OidcProvider {
     /// Key ids, the signing one first.
     kids: Vec<String>,
     accounts: Vec<(String, Vec<String>)>,
-    /// The gateway as a browser login's client: its callback and where logout returns.
-    browser_client: Option<(String, String)>,
+    /// The gateways as one browser client: their callbacks, where logout returns, and
+    /// where the provider sends back-channel logouts.
+    browser_client: Option<(Vec<String>, String, Option<String>)>,
     child: Option<Child>,
     runs: u32,
 }
@@ -105,12 +106,16 @@ impl OidcProvider {
                 })
             })
             .collect();
-        if let Some((callback, home)) = &self.browser_client {
-            clients.push(json!({
+        if let Some((callbacks, home, backchannel)) = &self.browser_client {
+            let mut client = json!({
                 "client_id": BROWSER_CLIENT, "client_secret": CLIENT_SECRET,
                 "grant_types": ["authorization_code"], "response_types": ["code"],
-                "redirect_uris": [callback], "post_logout_redirect_uris": [home],
-            }));
+                "redirect_uris": callbacks, "post_logout_redirect_uris": [home],
+            });
+            if let Some(uri) = backchannel {
+                client["backchannel_logout_uri"] = json!(uri);
+            }
+            clients.push(client);
         }
         let keys: Vec<String> = self
             .kids
@@ -180,7 +185,13 @@ impl OidcProvider {
     /// Registers the gateway as the browser client [`BROWSER_CLIENT`] (its callback and
     /// its home), restarting the provider (same port, same keys).
     pub fn register_gateway(&mut self, callback: &str, home: &str) {
-        self.browser_client = Some((callback.into(), home.into()));
+        self.register_gateways(&[callback], home, None);
+    }
+
+    /// Several gateways as one client (their callbacks), with a back-channel logout URI.
+    pub fn register_gateways(&mut self, callbacks: &[&str], home: &str, backchannel: Option<&str>) {
+        let callbacks = callbacks.iter().map(|c| c.to_string()).collect();
+        self.browser_client = Some((callbacks, home.into(), backchannel.map(str::to_string)));
         self.stop();
         self.launch();
     }

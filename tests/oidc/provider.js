@@ -62,6 +62,9 @@ function serve(configFile) {
         }),
       },
     },
+    // The gateway under test listens on 127.0.0.1, which oidc-provider's guard against
+    // server-side request forgery refuses for back-channel logouts: lifted here only.
+    fetch: (url, { dispatcher, ...options }) => globalThis.fetch(url, options),
     extraTokenClaims: async (ctx, token) => {
       const id = token.accountId ?? accountOfClient[token.clientId];
       return id ? claimsOf(id) : undefined;
@@ -78,6 +81,9 @@ function serve(configFile) {
       return grant;
     },
   });
+  provider.on('backchannel.success', (ctx, client) => console.log(`backchannel.success ${client.clientId}`));
+  provider.on('backchannel.error', (ctx, err, client) => console.log(`backchannel.error ${client.clientId}: ${err.message}`));
+  provider.on('end_session.success', () => console.log('end_session.success'));
   const server = http.createServer(provider.callback());
   server.listen(config.port, '127.0.0.1', () => console.log(`ready: ${config.issuer}`));
   process.on('SIGTERM', () => server.close(() => process.exit(0)));
