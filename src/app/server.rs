@@ -151,6 +151,9 @@ fn build(
     let provider = oidc
         .as_ref()
         .map(|config| sso_provider(config, public_url, &metrics));
+    if provider.is_some() && identity == UpstreamIdentity::User {
+        tracing::warn!("upstream.identity = \"user\": single sign-on users have no dashboard password, so the dashboards see the service account on their requests (README, Single sign-on)");
+    }
     let dashboards = match upstream {
         Some(upstream) => Some(dashboards(
             upstream,
