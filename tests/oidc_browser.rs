@@ -448,3 +448,43 @@ async fn the_providers_back_channel_logout_ends_the_users_sessions_on_every_gate
     let (again, _) = sso_login(&second, &idp, "poolops").await;
     assert_eq!(second.api_get("/api/pool", Some(&again)).await.status, 200);
 }
+
+#[test]
+fn in_chromium_the_dashboards_own_ui_logs_in_at_the_provider_and_lands_on_its_landing_page() {
+    let ui = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui");
+    assert!(
+        ui.join("node_modules/playwright-core/package.json")
+            .exists()
+            && std::path::Path::new("/usr/bin/chromium").exists(),
+        "playwright-core or chromium is missing: run deploy/install-deps.sh --test"
+    );
+    let dash = Dashboard::shared();
+    let mut idp = OidcProvider::start(&[("poolops", &["ceph-admins"])]);
+    let gw = Gateway::new()
+        .upstream(dash)
+        .oidc(&idp, &[("ceph-admins", &["administrator"])])
+        .start();
+    idp.register_gateway(&gw.url("/auth/oidc/callback"), &gw.url("/"));
+    let shots = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new("timeout")
+        .arg("180")
+        .arg("node")
+        .arg(ui.join("../oidc/ui.js"))
+        .env("CG_SSO_URL", gw.url(""))
+        .env("CG_SSO_ISSUER", &idp.issuer)
+        .env("CG_SSO_ACCOUNT", "poolops")
+        .env("CG_SSO_OUT", shots.path())
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("{printed}");
+    assert!(
+        output.status.success(),
+        "tests/oidc/ui.js:\n{printed}\n{}",
+        gw.logs()
+    );
+}

@@ -1,0 +1,65 @@
+// The browser's single sign-on in headless Chromium (Debian's /usr/bin/chromium, driven by
+// playwright-core from tests/ui/node_modules): the dashboard's own UI through the gateway
+// sends the browser to the provider's login form; after it, the browser lands on the
+// dashboard's landing page (the cluster's health in its Status card); the UI's Sign out
+// sends it to the provider's end_session_endpoint. Run by tests/oidc_browser.rs with:
+//   CG_SSO_URL (the gateway), CG_SSO_ISSUER (the provider), CG_SSO_ACCOUNT,
+//   CG_SSO_OUT (a folder for screenshots), CG_UI_CHROMIUM (default /usr/bin/chromium)
+// Exits 0 when every step passed.
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+
+const require = createRequire(new URL('../ui/package.json', import.meta.url));
+const { chromium } = require('playwright-core');
+
+const BASE = process.env.CG_SSO_URL.replace(/\/+$/, '');
+const ISSUER = process.env.CG_SSO_ISSUER;
+const ACCOUNT = process.env.CG_SSO_ACCOUNT;
+const OUT = process.env.CG_SSO_OUT;
+const WAIT = 45_000;
+const HEALTH = /HEALTH_(OK|WARN|ERR)/;
+
+const browser = await chromium.launch({
+  executablePath: process.env.CG_UI_CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
+});
+let failed = false;
+try {
+  const page = await (await browser.newContext()).newPage();
+  page.setDefaultTimeout(WAIT);
+  console.log(`step: open ${BASE}/`);
+  await page.goto(`${BASE}/`);
+  // The UI's login page asked the token check, which named the gateway's login.
+  await page.waitForURL((url) => url.href.startsWith(`${ISSUER}/interaction/`));
+  await page.screenshot({ path: `${OUT}/1-provider-login.png` });
+  console.log(`step: log in at the provider as ${ACCOUNT}`);
+  await page.fill('input[name="login"]', ACCOUNT);
+  await page.fill('input[name="password"]', 'anything');
+  await page.locator('button[type="submit"]').click();
+  await page.waitForURL(/#\/dashboard/);
+  const health = page.locator('cd-health').getByText(HEALTH).first();
+  await health.waitFor({ state: 'visible' });
+  assert.match((await health.innerText()).trim(), HEALTH);
+  assert.ok(page.url().startsWith(`${BASE}/`), `landed on ${page.url()}`);
+  await page.screenshot({ path: `${OUT}/2-landing-page.png` });
+  console.log('step: landed on the dashboard');
+  const cookies = await page.context().cookies(BASE);
+  assert.ok(cookies.some((c) => c.name === 'token' && c.httpOnly), 'the token cookie');
+  console.log('step: sign out through the UI');
+  await page.locator('cd-identity [ngbdropdowntoggle], cd-identity .dropdown-toggle').first().click();
+  const [logout] = await Promise.all([
+    page.waitForResponse((r) => new URL(r.url()).pathname === '/api/auth/logout'),
+    page.locator('cd-identity').getByText('Sign out').click(),
+  ]);
+  assert.equal(logout.status(), 200);
+  await page.waitForURL((url) => url.href.startsWith(`${ISSUER}/session/end`));
+  await page.screenshot({ path: `${OUT}/3-provider-logout.png` });
+  console.log('step: at the provider\'s end_session_endpoint');
+} catch (e) {
+  failed = true;
+  console.log(`FAILED: ${e.stack}`);
+} finally {
+  await browser.close();
+}
+process.exit(failed ? 1 : 0);
