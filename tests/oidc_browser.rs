@@ -324,6 +324,20 @@ async fn a_browser_logs_in_at_the_provider_and_lands_on_the_dashboard_with_its_m
         2.0
     );
 
+    // No code, state, nonce or token reaches a log line (the access log never logs queries).
+    let logs = gw.logs() + &audit;
+    for (what, secret) in [
+        ("code", query_value(&back, "code").unwrap()),
+        ("state", query_value(&back, "state").unwrap()),
+        ("nonce", query_value(&to_provider, "nonce").unwrap()),
+        ("token", token.clone()),
+    ] {
+        assert!(
+            !logs.contains(&secret),
+            "the {what} is in the logs:\n{logs}"
+        );
+    }
+
     // A user whose groups map to no role is refused at the callback.
     let browser = jar_client();
     let start = browser

@@ -63,7 +63,7 @@ pub struct ProviderUrl {
 }
 
 impl ProviderUrl {
-    /// `None` with the reason when `text` is not a usable provider URL.
+    /// The URL, or why `text` is not a usable provider URL.
     pub fn parse(text: &str) -> Result<ProviderUrl, String> {
         let uri: http::Uri = text
             .parse()
