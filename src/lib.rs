@@ -34,6 +34,7 @@
 mod access;
 mod app;
 mod auth;
+mod ceph_release;
 mod client_addr;
 pub mod config;
 mod decimal;

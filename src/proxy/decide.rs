@@ -69,9 +69,15 @@ impl Gateway {
         ctx: &mut RequestCtx,
         path: &str,
     ) -> Result<Forward, GatewayError> {
-        // One table for the whole request, though a reload may replace it meanwhile.
+        // One table for the whole request, though a reload may replace it meanwhile: that
+        // of the active manager's release.
         let admission = self.admission.load_full();
-        let lookup = admission.lookup(&session.req_header().method, path);
+        let manager = self
+            .upstreams
+            .active()
+            .and_then(|backend| backend.release());
+        let table = admission.table_for(manager);
+        let lookup = admission.lookup(table, &session.req_header().method, path, ctx.route);
         let admitted = self
             .admit(session, &admission, ctx.route, path, lookup)
             .await;
