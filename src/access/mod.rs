@@ -22,6 +22,7 @@ use crate::errors::GatewayError;
 use crate::forward::Forward;
 use crate::routes::Route;
 use crate::state::UnixTime;
+use crate::users::RoleEdition;
 use crate::versioning::{self, ApiVersion, Negotiated};
 
 /// The methods the dashboard's operations use; others are refused before any check
@@ -51,16 +52,24 @@ pub struct Request<'a> {
     pub path: &'a str,
     pub query: Option<&'a str>,
     pub headers: &'a HeaderMap,
+    /// The system roles of the manager's release.
+    pub edition: RoleEdition,
 }
 
 impl<'a> Request<'a> {
-    pub fn of(header: &'a pingora::http::RequestHeader, route: Route, path: &'a str) -> Self {
+    pub fn of(
+        header: &'a pingora::http::RequestHeader,
+        route: Route,
+        path: &'a str,
+        edition: RoleEdition,
+    ) -> Self {
         Request {
             route,
             method: &header.method,
             path,
             query: header.uri.query(),
             headers: &header.headers,
+            edition,
         }
     }
 }
@@ -140,7 +149,7 @@ impl Admission {
             return Err(GatewayError::NotOffered);
         }
         if let Some(user) = &user {
-            AccessTable::authorize(user, requirement).map_err(refused)?;
+            AccessTable::authorize(user, requirement, request.edition).map_err(refused)?;
         }
         let accept = self.media_type(&request, lookup.version)?;
         let path_and_query = match request.query {

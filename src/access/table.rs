@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use http::Method;
 
 use crate::config::OperationRule;
-use crate::users::{Permission, Scope, User};
+use crate::users::{Permission, RoleEdition, Scope, User};
 use crate::versioning::ApiVersion;
 
 /// What a request needs.
@@ -212,10 +212,17 @@ impl AccessTable {
         }
     }
 
-    /// Decides whether `user` may do what `requirement` asks.
-    pub fn authorize(user: &User, requirement: Requirement) -> Result<(), AccessError> {
+    /// Decides whether `user`, by the system roles of `edition`, may do what `requirement`
+    /// asks.
+    pub fn authorize(
+        user: &User,
+        requirement: Requirement,
+        edition: RoleEdition,
+    ) -> Result<(), AccessError> {
         match requirement {
-            Requirement::Scoped(scope, permission) if !user.grants.allows(scope, permission) => {
+            Requirement::Scoped(scope, permission)
+                if !user.grants.allows(edition, scope, permission) =>
+            {
                 Err(AccessError::Forbidden(scope, permission))
             }
             _ => Ok(()),
@@ -512,8 +519,13 @@ mod tests {
     #[test]
     fn read_only_users_may_read_but_not_create() {
         let t = table();
-        let decide =
-            |u: &User, m: Method, p: &str| AccessTable::authorize(u, t.requirement(&m, p).unwrap());
+        let decide = |u: &User, m: Method, p: &str| {
+            AccessTable::authorize(
+                u,
+                t.requirement(&m, p).unwrap(),
+                crate::users::RoleEdition::Pacific,
+            )
+        };
         let viewer = user(Role::ReadOnly);
         assert!(decide(&viewer, Method::GET, "/api/pool").is_ok());
         assert_eq!(

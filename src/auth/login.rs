@@ -129,7 +129,7 @@ impl Auth {
         let body = json!({
             "token": issued.token,
             "username": user.username,
-            "permissions": user.grants.to_map(),
+            "permissions": user.grants.to_map(req.edition),
             "pwdExpirationDate": null,
             "sso": false,
             "pwdUpdateRequired": false,

@@ -9,6 +9,7 @@ use http::HeaderMap;
 use serde_json::{Map, Value};
 
 use crate::errors::GatewayError;
+use crate::users::RoleEdition;
 
 /// The name of the cookie that carries the token, as on the dashboard.
 pub const TOKEN_COOKIE: &str = "token";
@@ -19,6 +20,8 @@ pub struct AuthRequest<'a> {
     pub body: Bytes,
     /// Who sent it (see `client_addr`); `None` when the connection has no IP peer.
     pub client: Option<IpAddr>,
+    /// The system roles of the active manager's release, for the `permissions` answered.
+    pub edition: RoleEdition,
 }
 
 impl<'a> AuthRequest<'a> {
@@ -26,12 +29,14 @@ impl<'a> AuthRequest<'a> {
         header: &'a pingora::http::RequestHeader,
         body: Bytes,
         client: Option<IpAddr>,
+        edition: RoleEdition,
     ) -> Self {
         AuthRequest {
             headers: &header.headers,
             query: header.uri.query(),
             body,
             client,
+            edition,
         }
     }
 
@@ -180,6 +185,7 @@ mod tests {
             query,
             body: Bytes::from(body.to_string()),
             client: None,
+            edition: crate::users::RoleEdition::Pacific,
         }
     }
 

@@ -124,6 +124,7 @@ pub fn request(headers: &http::HeaderMap, body: impl Into<bytes::Bytes>) -> Auth
         query: None,
         body: body.into(),
         client: None,
+        edition: crate::users::RoleEdition::Pacific,
     }
 }
 

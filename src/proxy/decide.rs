@@ -9,6 +9,7 @@ use pingora::proxy::Session;
 use super::{Gateway, RequestCtx};
 use crate::access::{self, Admission, Lookup};
 use crate::auth::{self, AuthRequest};
+use crate::ceph_release::CephRelease;
 use crate::docs;
 use crate::edge::paths;
 use crate::edge::request::{self, BodyLimits};
@@ -19,6 +20,7 @@ use crate::routes::Route;
 use crate::state::{unix_now, unix_now_ms};
 use crate::upstream::in_flight::Place;
 use crate::upstream::Backend;
+use crate::users::RoleEdition;
 
 /// What `request_filter` decided.
 pub(super) enum Next {
@@ -72,15 +74,16 @@ impl Gateway {
         // One table for the whole request, though a reload may replace it meanwhile: that
         // of the active manager's release.
         let admission = self.admission.load_full();
-        let manager = self
-            .upstreams
-            .active()
-            .and_then(|backend| backend.release());
+        let manager = self.manager_release();
         let table = admission.table_for(manager);
         let lookup = admission.lookup(table, &session.req_header().method, path, ctx.route);
-        let admitted = self
-            .admit(session, &admission, ctx.route, path, lookup)
-            .await;
+        let request = access::Request::of(
+            session.req_header(),
+            ctx.route,
+            path,
+            RoleEdition::of(manager),
+        );
+        let admitted = self.admit(&admission, request, lookup).await;
         ctx.operation = lookup.operation.map(|id| (admission, id));
         let forward = admitted?;
         forward::settle_connection_header(session.req_header_mut())?;
@@ -92,18 +95,23 @@ impl Gateway {
     /// Admission (405, 401, 404, 403, 415), then a manager to forward to (503).
     async fn admit(
         &self,
-        session: &Session,
         admission: &Admission,
-        route: Route,
-        path: &str,
+        request: access::Request<'_>,
         lookup: Lookup,
     ) -> Result<Forward, GatewayError> {
-        let request = access::Request::of(session.req_header(), route, path);
         let forward = admission.admit(request, lookup, unix_now()).await?;
         if !self.upstreams.any_active() {
             return Err(GatewayError::no_active_backend());
         }
         Ok(forward)
+    }
+
+    /// The Ceph release of the active manager, once known: which table and which system
+    /// roles apply.
+    fn manager_release(&self) -> Option<CephRelease> {
+        self.upstreams
+            .active()
+            .and_then(|backend| backend.release())
     }
 
     /// Up to `bytes` of a request body, within `server.body_timeout_ms`.
@@ -144,7 +152,8 @@ impl Gateway {
             return Err(GatewayError::MethodNotAllowed { allow: "POST" });
         }
         let body = request::read_body(session, self.body_limits(auth::BODY_LIMIT)).await?;
-        let req = AuthRequest::of(session.req_header(), body, ctx.client);
+        let edition = RoleEdition::of(self.manager_release());
+        let req = AuthRequest::of(session.req_header(), body, ctx.client, edition);
         let serving = self.readiness.check().is_ok();
         self.auth
             .answer(ctx.route, &req, unix_now_ms(), serving, &mut ctx.subject)
