@@ -116,7 +116,7 @@ mod tests {
     #[tokio::test]
     async fn bad_tokens_give_the_login_url_body() {
         let auth = auth();
-        let expired = token_for(&auth, "admin", NOW - 10_000);
+        let expired = token_for(&auth, "admin", NOW - 9 * 3600);
         let disabled = token_for(&auth, "disabled", NOW);
         let headers = post("application/vnd.ceph.api.v1.0+json");
         for body in [

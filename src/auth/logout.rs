@@ -2,12 +2,13 @@
 //! own dashboard session (the dashboard logs its token out too), and expire the cookie.
 //! Idempotent for any token we issued, as on the dashboard.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::{Auth, AuthRequest, AuthSubject, AUTH_VERSION};
 use crate::edge::respond::LocalResponse;
 use crate::errors::GatewayError;
 use crate::state::UnixTime;
+use crate::users::RoleEdition;
 use crate::versioning;
 
 impl Auth {
@@ -43,9 +44,18 @@ impl Auth {
         Ok(LocalResponse::json(
             200,
             self.content_type(negotiated),
-            &json!({"redirect_url": "#/login"}),
+            &logout_body(req.edition),
         )
         .with_header("set-cookie", cookie))
+    }
+}
+
+/// The logout answer as the manager's release gives it: since 20.2 it names the login
+/// mode, `local` for a password login.
+fn logout_body(edition: RoleEdition) -> Value {
+    match edition {
+        RoleEdition::Pacific => json!({"redirect_url": "#/login"}),
+        RoleEdition::Tentacle => json!({"redirect_url": "#/login", "protocol": "local"}),
     }
 }
 
@@ -103,10 +113,22 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_logout_answer_is_the_releases() {
+        assert_eq!(
+            logout_body(RoleEdition::Pacific).to_string(),
+            r##"{"redirect_url":"#/login"}"##
+        );
+        assert_eq!(
+            logout_body(RoleEdition::Tentacle).to_string(),
+            r##"{"redirect_url":"#/login","protocol":"local"}"##
+        );
+    }
+
     #[tokio::test]
     async fn an_expired_token_of_ours_still_logs_out() {
         let auth = auth();
-        let token = token_for(&auth, "admin", NOW - 10_000);
+        let token = token_for(&auth, "admin", NOW - 9 * 3600);
         let headers = with_bearer(&token);
         let req = request(&headers, "");
         assert_eq!(

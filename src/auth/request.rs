@@ -92,6 +92,29 @@ pub fn string_field(body: &Map<String, Value>, name: &str) -> Result<String, Gat
     }
 }
 
+/// The seconds a login's optional `ttl` asks for: whole hours, as the dashboard reads it
+/// since 20.2 (`int(ttl)`: a number, truncated, a numeral, `true`; `null` for none). Where
+/// the dashboard answers 500 (`"x"`, a list) or issues a token already expired (0 or
+/// fewer hours), the gateway answers 400.
+pub fn ttl_field(body: &Map<String, Value>) -> Result<Option<u64>, GatewayError> {
+    let hours = match body.get("ttl") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Bool(b)) => Some(i64::from(*b)),
+        // (truncated toward zero, as Python's int())
+        Some(Value::Number(n)) => n.as_i64().or_else(|| n.as_f64().map(|f| f.trunc() as i64)),
+        Some(Value::String(s)) => s.trim().parse::<i64>().ok(),
+        Some(_) => None,
+    };
+    match hours {
+        Some(hours) if hours > 0 => {
+            Ok(Some(u64::try_from(hours).unwrap_or(0).saturating_mul(3600)))
+        }
+        _ => Err(GatewayError::bad_request(
+            "Field 'ttl' must be a whole number of hours, at least 1.",
+        )),
+    }
+}
+
 /// See [`AuthRequest::credential`].
 pub fn client_token(headers: &HeaderMap) -> Option<&str> {
     bearer_token(headers).or_else(|| cookie(headers, TOKEN_COOKIE))

@@ -88,7 +88,7 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
                 secret: Secret::new(b"0123456789abcdef0123456789abcdef".to_vec()),
             }],
             "clustergate".into(),
-            Duration::from_secs(3600),
+            Duration::from_secs(8 * 3600),
         )),
         stores: StateConfig::Memory.build().unwrap(),
         passwords: PasswordChecker::new(1, 8),

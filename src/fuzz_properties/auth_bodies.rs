@@ -40,7 +40,7 @@ fn fixture() -> &'static Fixture {
             admin: issue("admin", NOW),
             viewer: issue("viewer", NOW),
             disabled: issue("disabled", NOW),
-            expired: issue("admin", NOW - 10_000),
+            expired: issue("admin", NOW - 9 * 3600),
             auth,
         }
     })
