@@ -56,6 +56,7 @@ pub use app::server;
 #[cfg(test)]
 mod test_ports;
 mod tls;
+mod token_redaction;
 mod tokens;
 mod upstream;
 pub mod users;

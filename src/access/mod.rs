@@ -22,6 +22,7 @@ use crate::errors::GatewayError;
 use crate::forward::Forward;
 use crate::routes::Route;
 use crate::state::UnixTime;
+use crate::token_redaction;
 use crate::users::RoleEdition;
 use crate::versioning::{self, ApiVersion, Negotiated};
 
@@ -156,7 +157,11 @@ impl Admission {
             Some(query) => format!("{}?{query}", request.path),
             None => request.path.to_string(),
         };
+        let redact_tokens = lookup.operation.is_some_and(|id| {
+            token_redaction::carries_tokens(request.method, self.tables.template(id))
+        });
         Ok(Forward {
+            redact_tokens,
             path_and_query,
             user,
             user_token,

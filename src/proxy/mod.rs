@@ -47,6 +47,7 @@ use crate::observe::audit::Audit;
 use crate::observe::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::state::unix_now;
+use crate::token_redaction::Redaction;
 use crate::upstream::credentials::ServiceAccount;
 use crate::upstream::{health, BackendState, ErrorVerdict, ResponseVerdict, Upstreams};
 use ctx::{Credential, RequestCtx};
@@ -207,8 +208,26 @@ impl ProxyHttp for Gateway {
         response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        forward::rewrite_response(response, &self.upstreams)?;
+        let redact = ctx.forward.as_ref().is_some_and(|f| f.redact_tokens);
+        forward::rewrite_response(response, &self.upstreams, redact)?;
+        ctx.redaction = redact.then(Redaction::default);
         respond::set_common_headers(response, self.tls, &ctx.id)
+    }
+
+    /// An answer that may carry a dashboard token is sent whole, without it.
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<Duration>> {
+        if let Some(redaction) = &mut ctx.redaction {
+            *body = redaction
+                .take(body.take(), end_of_stream)
+                .map_err(|e| Error::because(InternalError, "redacting dashboard tokens", e))?;
+        }
+        Ok(None)
     }
 
     fn fail_to_connect(
