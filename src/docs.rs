@@ -226,10 +226,13 @@ fn auth_paths() -> Map<String, Value> {
 
 /// The page at `/docs`: a self-contained browser for the document (no CDN).
 /// Answers `/docs...`: the page, or the document. `docs` is `None` without backends.
+/// `offered(method, path template)`: whether the gateway forwards the operation; the
+/// document lists only those (and the gateway's own).
 pub async fn answer(
     docs: Option<&Docs>,
     method: &http::Method,
     path: &str,
+    offered: &(dyn Fn(&http::Method, &str) -> bool + Sync),
 ) -> Result<LocalResponse, GatewayError> {
     if method != http::Method::GET && method != http::Method::HEAD {
         return Err(GatewayError::MethodNotAllowed { allow: "GET, HEAD" });
@@ -238,9 +241,50 @@ pub async fn answer(
         ("/docs", Some(_)) => Ok(page()),
         // Boxed: a rare answer with a large future, which would otherwise make the
         // caller's future (moved into a box on every request by `async_trait`) as large.
-        ("/docs/api.json" | "/docs/openapi.json", Some(docs)) => Box::pin(docs.document()).await,
+        ("/docs/api.json" | "/docs/openapi.json", Some(docs)) => {
+            let document = Box::pin(docs.document()).await?;
+            Ok(json_response(only_offered(&document.body, offered)))
+        }
         _ => Err(GatewayError::not_found(path)),
     }
+}
+
+/// The method an OpenAPI path item's key names, if it names one.
+fn operation_method(key: &str) -> Option<http::Method> {
+    const OPERATIONS: [&str; 8] = [
+        "get", "put", "post", "delete", "options", "head", "patch", "trace",
+    ];
+    OPERATIONS
+        .contains(&key)
+        .then(|| http::Method::from_bytes(key.to_ascii_uppercase().as_bytes()).ok())
+        .flatten()
+}
+
+/// The document without the operations the gateway refuses (closed, not opened, unknown
+/// to the manager's table); a path left without operations goes too. The gateway's own
+/// auth operations are offered.
+fn only_offered(body: &Bytes, offered: &(dyn Fn(&http::Method, &str) -> bool + Sync)) -> Bytes {
+    let Ok(mut doc) = serde_json::from_slice::<Value>(body) else {
+        return body.clone();
+    };
+    let own = auth_paths();
+    if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
+        paths.retain(|path, item| {
+            if own.contains_key(path) {
+                return true;
+            }
+            let Some(item) = item.as_object_mut() else {
+                return false;
+            };
+            item.retain(|key, _| match operation_method(key) {
+                Some(method) => offered(&method, path),
+                // (`parameters`, `summary`: not operations)
+                None => true,
+            });
+            item.keys().any(|key| operation_method(key).is_some())
+        });
+    }
+    Bytes::from(doc.to_string())
 }
 
 fn page() -> LocalResponse {
@@ -296,6 +340,23 @@ mod tests {
         let body = &paths["/api/auth/check"]["post"]["requestBody"]["content"];
         let token = &body["application/json"]["schema"]["properties"]["token"];
         assert_eq!(token["nullable"], true);
+    }
+
+    #[test]
+    fn only_what_the_gateway_offers_is_listed() {
+        let doc = json!({"paths": {
+            "/api/pool": {"get": {}, "post": {}, "parameters": []},
+            "/api/user/{username}/change_password": {"post": {}, "parameters": []},
+            "/api/auth": {"post": {}},
+        }});
+        let body = Bytes::from(doc.to_string());
+        let offered =
+            |method: &http::Method, path: &str| path == "/api/pool" && *method == http::Method::GET;
+        let listed: Value = serde_json::from_slice(&only_offered(&body, &offered)).unwrap();
+        assert_eq!(
+            listed["paths"],
+            json!({"/api/pool": {"get": {}, "parameters": []}, "/api/auth": {"post": {}}})
+        );
     }
 
     #[test]

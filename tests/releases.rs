@@ -84,6 +84,20 @@ async fn operations_and_versions_follow_the_release(release: &'static str) {
             ("/api/hardware/summary", v("0.1")),
         ]);
     }
+    let document = gw
+        .send(gw.request(Method::GET, "/docs/api.json", None, None))
+        .await;
+    assert_eq!(document.status, 200, "{}", document.text());
+    let paths = document.json()["paths"].clone();
+    assert!(
+        paths.get("/api/health/minimal").is_some(),
+        "Ceph {release}: {paths}"
+    );
+    let closed = "/api/user/{username}/change_password";
+    assert!(paths.get(closed).is_none(), "Ceph {release} lists {closed}");
+    if release == "20.2" {
+        assert!(paths.get("/api/health/snapshot").is_some(), "{paths}");
+    }
     for (path, accept) in &cases {
         let (direct, through) = both(dash, &gw, tokens, path, accept).await;
         assert_eq!(

@@ -116,6 +116,13 @@ impl Admission {
             .lookup(choice, method, path, route == Route::Api)
     }
 
+    /// Whether the gateway forwards the operation `method template` (an OpenAPI path
+    /// template) of the `choice` table to someone: not closed, not refused, known.
+    pub fn offers(&self, choice: TableChoice, method: &Method, template: &str) -> bool {
+        let lookup = self.tables.lookup(choice, method, template, true);
+        lookup.operation.is_some() && lookup.requirement.is_ok()
+    }
+
     /// The template of an operation `lookup` found, e.g. `/api/pool/{pool_name}`.
     pub fn template(&self, id: OperationId) -> &str {
         self.tables.template(id)

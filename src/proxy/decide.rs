@@ -51,7 +51,12 @@ impl Gateway {
             }
             Route::Docs => {
                 let method = &session.req_header().method;
-                docs::answer(self.docs.as_ref(), method, &path)
+                let admission = self.admission.load();
+                let table = admission.table_for(self.manager_release());
+                let offered = |method: &http::Method, template: &str| {
+                    admission.offers(table, method, template)
+                };
+                docs::answer(self.docs.as_ref(), method, &path, &offered)
                     .await
                     .map(Next::Answer)
             }
