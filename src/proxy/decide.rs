@@ -7,9 +7,8 @@ use pingora::prelude::*;
 use pingora::proxy::Session;
 
 use super::{Gateway, RequestCtx};
-use crate::access::{self, Admission, Lookup};
+use crate::access::{self, Admission, Lookup, TableChoice};
 use crate::auth::{self, AuthRequest};
-use crate::ceph_release::CephRelease;
 use crate::docs;
 use crate::edge::paths;
 use crate::edge::request::{self, BodyLimits};
@@ -52,7 +51,7 @@ impl Gateway {
             Route::Docs => {
                 let method = &session.req_header().method;
                 let admission = self.admission.load();
-                let table = admission.table_for(self.manager_release());
+                let (table, _) = self.release_in_effect(&admission);
                 let offered = |method: &http::Method, template: &str| {
                     admission.offers(table, method, template)
                 };
@@ -79,15 +78,9 @@ impl Gateway {
         // One table for the whole request, though a reload may replace it meanwhile: that
         // of the active manager's release.
         let admission = self.admission.load_full();
-        let manager = self.manager_release();
-        let table = admission.table_for(manager);
+        let (table, edition) = self.release_in_effect(&admission);
         let lookup = admission.lookup(table, &session.req_header().method, path, ctx.route);
-        let request = access::Request::of(
-            session.req_header(),
-            ctx.route,
-            path,
-            RoleEdition::of(manager),
-        );
+        let request = access::Request::of(session.req_header(), ctx.route, path, edition);
         let admitted = self.admit(&admission, request, lookup).await;
         ctx.operation = lookup.operation.map(|id| (admission, id));
         let forward = admitted?;
@@ -111,12 +104,16 @@ impl Gateway {
         Ok(forward)
     }
 
-    /// The Ceph release of the active manager, once known: which table and which system
-    /// roles apply.
-    fn manager_release(&self) -> Option<CephRelease> {
-        self.upstreams
+    /// The table and the system roles that apply: the active manager's release's, once
+    /// known; until then the table `access` chooses (the newest) and its release's roles;
+    /// without dashboards 16.2's roles.
+    fn release_in_effect(&self, admission: &Admission) -> (TableChoice, RoleEdition) {
+        let manager = self
+            .upstreams
             .active()
-            .and_then(|backend| backend.release())
+            .and_then(|backend| backend.release());
+        let table = admission.table_for(manager);
+        (table, RoleEdition::of(manager.or(table.release)))
     }
 
     /// Up to `bytes` of a request body, within `server.body_timeout_ms`.
@@ -157,7 +154,7 @@ impl Gateway {
             return Err(GatewayError::MethodNotAllowed { allow: "POST" });
         }
         let body = request::read_body(session, self.body_limits(auth::BODY_LIMIT)).await?;
-        let edition = RoleEdition::of(self.manager_release());
+        let (_, edition) = self.release_in_effect(&self.admission.load());
         let req = AuthRequest::of(session.req_header(), body, ctx.client, edition);
         let serving = self.readiness.check().is_ok();
         self.auth

@@ -174,12 +174,12 @@ const EDITIONS: usize = 2;
 impl RoleEdition {
     pub const ALL: [RoleEdition; EDITIONS] = [RoleEdition::Pacific, RoleEdition::Tentacle];
 
-    /// The edition of a manager running `release`; the newest for one not known (the newest
-    /// table applies to it too).
+    /// The edition of `release`; 16.2's without one (a gateway without dashboards answers
+    /// as it always has).
     pub fn of(release: Option<CephRelease>) -> RoleEdition {
         match release {
-            Some(r) if r.major < 20 => RoleEdition::Pacific,
-            _ => RoleEdition::Tentacle,
+            Some(r) if r.major >= 20 => RoleEdition::Tentacle,
+            _ => RoleEdition::Pacific,
         }
     }
 }
@@ -549,6 +549,6 @@ mod tests {
         assert_eq!(release("18.2"), Pacific);
         assert_eq!(release("19.2"), Pacific);
         assert_eq!(release("20.2"), Tentacle);
-        assert_eq!(RoleEdition::of(None), Tentacle);
+        assert_eq!(RoleEdition::of(None), Pacific);
     }
 }
