@@ -129,23 +129,17 @@ async fn a_hub_manages_a_cluster_through_its_gateway_with_the_gateways_token() {
 
     // The hub's token works at the gateway, until the gateway logs it out.
     assert_eq!(gw.check(&token).await.json()["username"], ADMIN);
-    let fsid = gw
-        .api(
+    let fsid = || {
+        gw.api(
             Method::GET,
             "/api/health/get_cluster_fsid",
             Some(&token),
             None,
         )
-        .await;
-    assert_eq!(fsid.status, 200, "{}", fsid.text());
+    };
+    let served = fsid().await;
+    assert_eq!(served.status, 200, "{}", served.text());
     assert_eq!(gw.logout(&token).await.status, 200);
-    let after = gw
-        .api(
-            Method::GET,
-            "/api/health/get_cluster_fsid",
-            Some(&token),
-            None,
-        )
-        .await;
-    assert_eq!(after.status, 401, "{}", after.text());
+    let refused = fsid().await;
+    assert_eq!(refused.status, 401, "{}", refused.text());
 }
