@@ -10,8 +10,21 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{Mutex, RwLock};
 
 use crate::edge::respond::LocalResponse;
-use crate::errors::GatewayError;
 use crate::upstream::Upstreams;
+
+/// Why no document or page was answered.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DocsError {
+    #[error("no active dashboard backend")]
+    NoActiveBackend,
+    /// Fetching the document failed; says how.
+    #[error("{0}")]
+    Fetch(String),
+    #[error("only GET and HEAD")]
+    MethodNotAllowed,
+    #[error("no page at {0}")]
+    NotFound(String),
+}
 
 /// The 16.2 document is about 240 KB; later versions are larger.
 const MAX_DOC_BYTES: usize = 16 * 1024 * 1024;
@@ -53,7 +66,7 @@ impl Docs {
 
     /// The rewritten document: cached, refreshed after `refresh`; a stale copy is served
     /// while no backend can give a fresh one.
-    pub async fn document(&self) -> Result<LocalResponse, GatewayError> {
+    pub async fn document(&self) -> Result<LocalResponse, DocsError> {
         if let Some(body) = self.fresh().await {
             return Ok(json_response(body));
         }
@@ -88,12 +101,9 @@ impl Docs {
             .map(|c| c.body.clone())
     }
 
-    async fn fetch(&self) -> Result<Bytes, GatewayError> {
-        let backend = self
-            .upstreams
-            .active()
-            .ok_or_else(GatewayError::no_active_backend)?;
-        let bad_gateway = |detail: String| GatewayError::BadGateway { detail };
+    async fn fetch(&self) -> Result<Bytes, DocsError> {
+        let backend = self.upstreams.active().ok_or(DocsError::NoActiveBackend)?;
+        let bad_gateway = DocsError::Fetch;
         let mut req = self
             .upstreams
             .request(&backend, "GET", &self.docs_path)
@@ -233,9 +243,9 @@ pub async fn answer(
     method: &http::Method,
     path: &str,
     offered: &(dyn Fn(&http::Method, &str) -> bool + Sync),
-) -> Result<LocalResponse, GatewayError> {
+) -> Result<LocalResponse, DocsError> {
     if method != http::Method::GET && method != http::Method::HEAD {
-        return Err(GatewayError::MethodNotAllowed { allow: "GET, HEAD" });
+        return Err(DocsError::MethodNotAllowed);
     }
     match (path, docs) {
         ("/docs", Some(_)) => Ok(page()),
@@ -245,7 +255,7 @@ pub async fn answer(
             let document = Box::pin(docs.document()).await?;
             Ok(json_response(only_offered(&document.body, offered)))
         }
-        _ => Err(GatewayError::not_found(path)),
+        _ => Err(DocsError::NotFound(path.to_string())),
     }
 }
 

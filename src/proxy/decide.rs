@@ -58,6 +58,7 @@ impl Gateway {
                 docs::answer(self.docs.as_ref(), method, &path, &offered)
                     .await
                     .map(Next::Answer)
+                    .map_err(GatewayError::from)
             }
             Route::Api | Route::Other => self
                 .prepare_forward(session, ctx, &path)

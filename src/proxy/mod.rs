@@ -118,7 +118,7 @@ impl ProxyHttp for Gateway {
         let backend = ctx
             .attempt
             .pick(&self.upstreams)
-            .map_err(GatewayError::into_pingora)?;
+            .map_err(|e| GatewayError::from(e).into_pingora())?;
         // A retry leaves the place of the manager it tried first.
         ctx.place = None;
         ctx.place = Some(self.enter(&backend, ctx).await?);
@@ -262,7 +262,9 @@ impl ProxyHttp for Gateway {
             ErrorVerdict::RetryUnlessRuledOut => e.retry.decide_reuse(true),
             ErrorVerdict::GiveUp(None) => e.set_retry(false),
             ErrorVerdict::GiveUp(Some(answer)) => {
-                e = answer.into_pingora().more_context(e.to_string())
+                e = GatewayError::from(answer)
+                    .into_pingora()
+                    .more_context(e.to_string())
             }
         }
         e

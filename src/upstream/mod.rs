@@ -23,7 +23,7 @@ use pingora::http::RequestHeader;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::WrappedX509;
 
-pub use attempt::{Attempt, ErrorVerdict, ResponseVerdict, Tried};
+pub use attempt::{Attempt, AttemptError, ErrorVerdict, ResponseVerdict, Tried};
 pub use client::{Client, ClientError};
 
 use crate::ceph_release::CephRelease;
