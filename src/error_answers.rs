@@ -4,6 +4,7 @@
 
 use crate::access::AccessError;
 use crate::docs::DocsError;
+use crate::edge::connections::ConnectionError;
 use crate::edge::paths::PathError;
 use crate::edge::request::BodyError;
 use crate::errors::GatewayError;
@@ -58,6 +59,23 @@ impl From<AttemptError> for GatewayError {
             AttemptError::ChangedDuringLargeRequest => GatewayError::Unavailable {
                 detail: e.to_string(),
             },
+        }
+    }
+}
+
+impl From<ConnectionError> for GatewayError {
+    fn from(e: ConnectionError) -> Self {
+        match e {
+            ConnectionError::TooManyConnections { limit } => {
+                GatewayError::TooManyConnections { limit }
+            }
+            ConnectionError::HeaderTooLarge { bytes } => GatewayError::HeaderTooLarge {
+                limit: format!("{bytes} bytes"),
+            },
+            ConnectionError::TooManyHeaderLines { lines } => GatewayError::HeaderTooLarge {
+                limit: format!("{lines} header lines"),
+            },
+            ConnectionError::HeaderTimeout { millis } => GatewayError::HeaderTimeout { millis },
         }
     }
 }
@@ -176,6 +194,21 @@ mod tests {
         let changed = answer(AttemptError::ChangedDuringLargeRequest);
         assert_eq!(changed.0, 503);
         assert!(changed.1.contains("large request"), "{}", changed.1);
+    }
+
+    #[test]
+    fn refused_connections_are_a_429_a_431_or_a_408() {
+        let answers = [
+            (ConnectionError::TooManyConnections { limit: 3 }, 429),
+            (ConnectionError::HeaderTooLarge { bytes: 8192 }, 431),
+            (ConnectionError::TooManyHeaderLines { lines: 100 }, 431),
+            (ConnectionError::HeaderTimeout { millis: 5000 }, 408),
+        ];
+        for (error, status) in answers {
+            assert_eq!(GatewayError::from(error).status(), status, "{error}");
+        }
+        let lines = GatewayError::from(ConnectionError::TooManyHeaderLines { lines: 100 });
+        assert!(lines.to_string().contains("100 header lines"), "{lines}");
     }
 
     #[test]
