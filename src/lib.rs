@@ -34,6 +34,7 @@
 mod access;
 mod app;
 mod auth;
+mod ceph_release;
 mod client_addr;
 pub mod config;
 mod decimal;
@@ -56,6 +57,7 @@ pub use app::server;
 #[cfg(test)]
 mod test_ports;
 mod tls;
+mod token_redaction;
 mod tokens;
 mod upstream;
 pub mod users;

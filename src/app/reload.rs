@@ -172,10 +172,10 @@ impl Reloader {
         let Reloadable {
             users,
             tokens,
-            table,
+            tables,
         } = Reloadable::build(new, running)?;
         let admission = Admission::new(
-            table,
+            tables,
             self.live.auth.clone(),
             running.api.vendor.clone(),
             self.account_name.as_deref(),

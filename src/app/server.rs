@@ -41,7 +41,7 @@ use crate::secrets::{self, SecretError};
 use crate::state::{StateError, Stores};
 use crate::tls::{self, ServingCert, TlsError};
 use crate::upstream::credentials::ServiceAccount;
-use crate::upstream::health::HealthChecker;
+use crate::upstream::health::{HealthChecker, ReleaseLearned};
 use crate::upstream::{UpstreamError, Upstreams};
 use crate::users::PasswordChecker;
 use crate::versioning::ApiVersion;
@@ -195,7 +195,7 @@ fn build(
     });
     let account_name = dashboards.as_ref().map(|d| d.account_name.clone());
     let admission = Arc::new(ArcSwap::from_pointee(Admission::new(
-        reloadable.table,
+        reloadable.tables,
         auth.clone(),
         api.vendor.clone(),
         account_name.as_deref(),
@@ -220,6 +220,7 @@ fn build(
         upstreams: d.upstreams.clone(),
         account: d.account.clone(),
         interval: d.health_interval,
+        release_learned: release_learned(admission.clone()),
     });
     let (account, docs) = match dashboards {
         Some(d) => (Some(d.account), Some(d.docs)),
@@ -240,7 +241,7 @@ fn build(
     let reloader = Reloader::new(live, metrics.clone(), running, account_name);
     let gateway = Gateway {
         auth,
-        admission,
+        admission: admission.clone(),
         upstreams: upstreams.clone(),
         account,
         docs,
@@ -260,6 +261,7 @@ fn build(
     )?);
     let admin = AdminApp {
         metrics,
+        admission: admission.clone(),
         upstreams,
         readiness: readiness.clone(),
         stores: stores.clone(),
@@ -414,4 +416,17 @@ fn check_free(key: &'static str, addr: SocketAddr) -> Result<(), StartError> {
     TcpListener::bind(addr)
         .map(drop)
         .map_err(|source| StartError::Bind { key, addr, source })
+}
+
+/// Logs which table a manager's release gives it: its own, or the nearest lower one.
+fn release_learned(admission: Arc<ArcSwap<Admission>>) -> ReleaseLearned {
+    Box::new(move |backend, release| {
+        let choice = admission.load().table_for(Some(release));
+        let table = choice.release.map_or("custom".into(), |r| r.to_string());
+        if choice.exact {
+            tracing::info!(server = %backend.base, release = %release, table = %table, "the manager's Ceph release");
+        } else {
+            tracing::warn!(server = %backend.base, release = %release, table = %table, "no operation table for the manager's Ceph release: the nearest lower one applies (access.unknown_operations decides the rest)");
+        }
+    })
 }

@@ -43,7 +43,12 @@ async fn no_token_or_password_reaches_a_log_line() {
         ("Pw-Secret-4", false),
         ("Pw-Secret-4", true),
     ] {
-        let request = AuthRequest::of(&header, credentials("admin", password).into(), None);
+        let request = AuthRequest::of(
+            &header,
+            credentials("admin", password).into(),
+            None,
+            crate::users::RoleEdition::Pacific,
+        );
         let mut subject = AuthSubject::default();
         let status = match auth.login(&request, NOW_MS, &mut subject).await {
             Ok(response) => response.status,

@@ -324,6 +324,8 @@ impl Default for LogSection {
 #[serde(deny_unknown_fields, default)]
 pub(super) struct AccessSection {
     pub scopes_file: Option<String>,
+    pub release: Option<String>,
+    pub unknown_operations: Option<String>,
     pub open_operations: Vec<String>,
     pub closed_operations: Vec<String>,
 }
@@ -332,6 +334,8 @@ impl Default for AccessSection {
     fn default() -> Self {
         Self {
             scopes_file: None,
+            release: None,
+            unknown_operations: None,
             // The web UI's files and what its login page needs before anyone logged in.
             open_operations: vec![
                 "GET /{path:.*}".into(),
@@ -367,6 +371,9 @@ pub(super) struct OperationEntry {
     pub permission: String,
     #[serde(default)]
     pub public: bool,
+    /// `""` or absent: the table does not say (the dashboard checks).
+    #[serde(default)]
+    pub version: String,
 }
 
 /// The users file: `[[users]]` entries. Also written, by `users import`.

@@ -22,7 +22,7 @@ mod users;
 
 use std::path::{Path, PathBuf};
 
-pub use access::{built_in_table, AccessConfig, OperationRule};
+pub use access::{built_in_table, AccessConfig, OperationRule, ReleaseRules, UnknownOperations};
 pub use auth::{ApiConfig, AuthConfig, AuthSource, LockoutPolicy, DASHBOARD_LOCKOUT_ATTEMPTS};
 pub use error::{ConfigError, ConfigErrors};
 pub use export::{roles_file_text, users_file_text, ExportError, RoleRecord, UserRecord};
@@ -128,6 +128,11 @@ impl Config {
             );
         }
         let access = access::validate(&mut errors, &at, file.access, upstream.is_some());
+        let sees_user = auth.source == AuthSource::Dashboard
+            || matches!(&upstream, Some(Some(u)) if u.identity == UpstreamIdentity::User);
+        if access.unknown_operations == UnknownOperations::Forward && !sees_user {
+            errors.push(source, "access.unknown_operations", "\"forward\" needs the dashboard to see the real user (auth.source = \"dashboard\" or upstream.identity = \"user\"): with the service account it would hand anyone the service account's rights; use \"refuse\"");
+        }
         let state = state::validate(&mut errors, &at, file.state);
         let log = log::validate(&mut errors, &at, file.log);
         let (Some((server, metrics)), true) = (listeners, errors.is_empty()) else {

@@ -446,7 +446,7 @@ mod tests {
     use std::path::Path;
 
     use crate::config::{Config, ConfigErrors};
-    use crate::users::{Permission, Role, Scope};
+    use crate::users::{Permission, Role, RoleEdition, Scope};
 
     const MINIMAL: &str = "[server]\npublic_url = \"https://ceph.example.com\"\n[oidc]\nissuer = \"https://idp.example.com/realms/ceph\"\nclient_id = \"ceph\"\n[oidc.role_map]\nceph-admins = [\"administrator\"]\n";
 
@@ -531,7 +531,11 @@ mod tests {
         assert_eq!(oidc.issuer.text, "http://127.0.0.1:5556");
         let auditor = oidc.role_map.map(&["auditors".into()]).unwrap();
         assert!(auditor.roles.is_empty());
-        assert!(auditor.grants.allows(Scope::Pool, Permission::Read));
-        assert!(!auditor.grants.allows(Scope::Pool, Permission::Update));
+        assert!(auditor
+            .grants
+            .allows(RoleEdition::Pacific, Scope::Pool, Permission::Read));
+        assert!(!auditor
+            .grants
+            .allows(RoleEdition::Pacific, Scope::Pool, Permission::Update));
     }
 }

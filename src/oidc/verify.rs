@@ -141,7 +141,7 @@ mod tests {
     use super::*;
     use crate::config::{ClaimPath, OidcConfig};
     use crate::oidc::fetch::testing::{FakeProvider, KEYS};
-    use crate::users::{Permission, Role, Scope};
+    use crate::users::{Permission, Role, RoleEdition, Scope};
 
     const NOW: UnixTime = 1_900_000_000;
 
@@ -193,9 +193,15 @@ mod tests {
         assert_eq!(user.username, "alice");
         assert_eq!(user.provider_subject.as_deref(), Some("f3a1"));
         assert_eq!(user.roles, [Role::PoolManager, Role::ReadOnly]);
-        assert!(user.grants.allows(Scope::Pool, Permission::Delete));
-        assert!(user.grants.allows(Scope::Osd, Permission::Read));
-        assert!(!user.grants.allows(Scope::Osd, Permission::Update));
+        assert!(user
+            .grants
+            .allows(RoleEdition::Pacific, Scope::Pool, Permission::Delete));
+        assert!(user
+            .grants
+            .allows(RoleEdition::Pacific, Scope::Osd, Permission::Read));
+        assert!(!user
+            .grants
+            .allows(RoleEdition::Pacific, Scope::Osd, Permission::Update));
     }
 
     #[tokio::test]

@@ -12,6 +12,7 @@ use crate::auth::AuthSubject;
 use crate::forward::Forward;
 use crate::observe::access_log::{self, Served};
 use crate::routes::Route;
+use crate::token_redaction::Redaction;
 use crate::upstream::in_flight::Place;
 use crate::upstream::Attempt;
 
@@ -39,6 +40,8 @@ pub struct RequestCtx {
     pub(super) operation: Option<(Arc<Admission>, OperationId)>,
     /// Whom an auth endpoint's request was about.
     pub(super) subject: AuthSubject,
+    /// The answer being read whole to be sent without dashboard tokens.
+    pub(super) redaction: Option<Redaction>,
 }
 
 impl RequestCtx {
@@ -62,6 +65,7 @@ impl RequestCtx {
             path: String::new(),
             operation: None,
             subject: AuthSubject::default(),
+            redaction: None,
         }
     }
 

@@ -47,6 +47,7 @@ use crate::observe::audit::Audit;
 use crate::observe::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::state::unix_now;
+use crate::token_redaction::Redaction;
 use crate::upstream::credentials::ServiceAccount;
 use crate::upstream::{health, BackendState, ErrorVerdict, ResponseVerdict, Upstreams};
 use ctx::{Credential, RequestCtx};
@@ -117,7 +118,7 @@ impl ProxyHttp for Gateway {
         let backend = ctx
             .attempt
             .pick(&self.upstreams)
-            .map_err(GatewayError::into_pingora)?;
+            .map_err(|e| GatewayError::from(e).into_pingora())?;
         // A retry leaves the place of the manager it tried first.
         ctx.place = None;
         ctx.place = Some(self.enter(&backend, ctx).await?);
@@ -207,8 +208,26 @@ impl ProxyHttp for Gateway {
         response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        forward::rewrite_response(response, &self.upstreams)?;
+        let redact = ctx.forward.as_ref().is_some_and(|f| f.redact_tokens);
+        forward::rewrite_response(response, &self.upstreams, redact)?;
+        ctx.redaction = redact.then(Redaction::default);
         respond::set_common_headers(response, self.tls, &ctx.id)
+    }
+
+    /// An answer that may carry a dashboard token is sent whole, without it.
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<Duration>> {
+        if let Some(redaction) = &mut ctx.redaction {
+            *body = redaction
+                .take(body.take(), end_of_stream)
+                .map_err(|e| Error::because(InternalError, "redacting dashboard tokens", e))?;
+        }
+        Ok(None)
     }
 
     fn fail_to_connect(
@@ -243,7 +262,9 @@ impl ProxyHttp for Gateway {
             ErrorVerdict::RetryUnlessRuledOut => e.retry.decide_reuse(true),
             ErrorVerdict::GiveUp(None) => e.set_retry(false),
             ErrorVerdict::GiveUp(Some(answer)) => {
-                e = answer.into_pingora().more_context(e.to_string())
+                e = GatewayError::from(answer)
+                    .into_pingora()
+                    .more_context(e.to_string())
             }
         }
         e

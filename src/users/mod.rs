@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::state::UnixTime;
 
 pub use password::{PasswordChecker, PasswordHash};
-pub use roles::{Grants, Permission, Role, Scope, UnknownNames};
+pub use roles::{Grants, Permission, Role, RoleEdition, Scope, UnknownNames};
 
 /// A role defined in the roles file (`auth.roles_file`), as the dashboard's custom roles
 /// are: a name and what it grants on each scope.
@@ -300,9 +300,25 @@ mod tests {
         }];
         let db = UserDb::new(vec![alice]).unwrap();
         let user = db.active("alice").unwrap();
-        assert!(user.grants.allows(Scope::Osd, Permission::Update));
-        assert!(user.grants.allows(Scope::Pool, Permission::Read));
-        assert!(!user.grants.allows(Scope::Osd, Permission::Delete));
-        assert!(!user.grants.allows(Scope::ConfigOpt, Permission::Read));
+        assert!(user.grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Osd,
+            Permission::Update
+        ));
+        assert!(user.grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Pool,
+            Permission::Read
+        ));
+        assert!(!user.grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Osd,
+            Permission::Delete
+        ));
+        assert!(!user.grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::ConfigOpt,
+            Permission::Read
+        ));
     }
 }

@@ -8,6 +8,7 @@
 //! the scope probe comparing the gateway's 403s with the dashboard's (`scope_probe`).
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
+mod browser;
 mod ceph_dev;
 mod dashboard;
 mod dashboard_accounts;
@@ -28,6 +29,7 @@ mod scope_probe;
 mod test_ports;
 mod users;
 
+pub use browser::*;
 pub use dashboard::*;
 pub use expect::*;
 pub use fault::*;
