@@ -1,7 +1,7 @@
 // The browser's single sign-on in headless Chromium (Debian's /usr/bin/chromium, driven by
 // playwright-core from tests/ui/node_modules): the dashboard's own UI through the gateway
 // sends the browser to the provider's login form; after it, the browser lands on the
-// dashboard's landing page (the cluster's health in its Status card); the UI's Sign out
+// dashboard's landing page (16.2: the cluster's health; 20.2: its details); the UI's Sign out
 // sends it to the provider's end_session_endpoint. Run by tests/oidc_browser.rs with:
 //   CG_SSO_URL (the gateway), CG_SSO_ISSUER (the provider), CG_SSO_ACCOUNT,
 //   CG_SSO_OUT (a folder for screenshots), CG_UI_CHROMIUM (default /usr/bin/chromium)
@@ -37,20 +37,26 @@ try {
   await page.fill('input[name="login"]', ACCOUNT);
   await page.fill('input[name="password"]', 'anything');
   await page.locator('button[type="submit"]').click();
-  await page.waitForURL(/#\/dashboard/);
-  const health = page.locator('cd-health').getByText(HEALTH).first();
-  await health.waitFor({ state: 'visible' });
-  assert.match((await health.innerText()).trim(), HEALTH);
+  // 16.2 and 18.2 land on #/dashboard, 20.2 on #/overview.
+  await page.waitForURL(/#\/(dashboard|overview)/);
+  // 16.2's landing page shows the cluster's health; 20.2's its details (the Ceph version).
+  const shown = page.getByText(HEALTH).or(page.getByText(/Ceph version \d+\.\d+/)).first();
+  await shown.waitFor({ state: 'visible' });
+  console.log(`step: the landing page shows "${(await shown.innerText()).trim().slice(0, 60)}"`);
   assert.ok(page.url().startsWith(`${BASE}/`), `landed on ${page.url()}`);
   await page.screenshot({ path: `${OUT}/2-landing-page.png` });
   console.log('step: landed on the dashboard');
   const cookies = await page.context().cookies(BASE);
   assert.ok(cookies.some((c) => c.name === 'token' && c.httpOnly), 'the token cookie');
   console.log('step: sign out through the UI');
-  await page.locator('cd-identity [ngbdropdowntoggle], cd-identity .dropdown-toggle').first().click();
+  // 16.2's menu is a Bootstrap dropdown ("Sign out"), 20.2's a Carbon overflow menu ("Log out").
+  await page
+    .locator('cd-identity [ngbdropdowntoggle], cd-identity .dropdown-toggle, cd-identity button')
+    .first()
+    .click();
   const [logout] = await Promise.all([
     page.waitForResponse((r) => new URL(r.url()).pathname === '/api/auth/logout'),
-    page.locator('cd-identity').getByText('Sign out').click(),
+    page.getByText(/^\s*(Sign out|Log out)\s*$/).first().click(),
   ]);
   assert.equal(logout.status(), 200);
   await page.waitForURL((url) => url.href.startsWith(`${ISSUER}/session/end`));
