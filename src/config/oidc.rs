@@ -82,9 +82,15 @@ impl ProviderUrl {
         if !tls && !is_loopback(&host) {
             return Err(format!("{text:?}: plain http is accepted only on a loopback address (the keys could be replaced on the way); use https://"));
         }
-        let path_and_query = uri
-            .path_and_query()
-            .map_or("/".to_string(), |p| p.as_str().to_string());
+        // "https://host?x" has a query but an empty path: the request target is "/?x".
+        let path = match uri.path() {
+            "" => "/",
+            path => path,
+        };
+        let path_and_query = match uri.query() {
+            Some(query) => format!("{path}?{query}"),
+            None => path.to_string(),
+        };
         Ok(ProviderUrl {
             text: text.trim_end_matches('/').to_string(),
             tls,

@@ -178,3 +178,27 @@ impl BackgroundService for KeyRefresher {
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A provider over the in-memory one of `fetch::testing`: groups in
+    //! `realm_access.roles`, ceph-pools mapped to pool-manager, ceph-viewers to read-only.
+
+    use super::fetch::testing::FakeProvider;
+    use super::Provider;
+
+    pub fn provider() -> Provider {
+        let fake = FakeProvider::new(&["k1"]);
+        let dir = std::env::temp_dir();
+        let text = format!(
+            "[server]\npublic_url = \"https://gw.example.com\"\n[oidc]\nissuer = {:?}\nclient_id = \"ceph\"\nroles_claim = \"realm_access.roles\"\n[oidc.role_map]\n\"ceph-pools\" = [\"pool-manager\"]\n\"ceph-viewers\" = [\"read-only\"]\n",
+            fake.issuer
+        );
+        let config = crate::config::Config::from_toml_str(&text, &dir.join("c.toml"), &dir)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let oidc = config.oidc.unwrap_or_else(|| panic!("no [oidc]"));
+        let metrics = crate::observe::metrics::Metrics::new(&prometheus::Registry::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        Provider::new(&oidc, "https://gw.example.com", fake, metrics)
+    }
+}

@@ -139,25 +139,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::config::{ClaimPath, OidcConfig};
-    use crate::oidc::fetch::testing::{FakeProvider, KEYS};
+    use crate::config::ClaimPath;
+    use crate::oidc::fetch::testing::KEYS;
     use crate::users::{Permission, Role, RoleEdition, Scope};
 
     const NOW: UnixTime = 1_900_000_000;
 
     fn provider() -> Provider {
-        let fake = FakeProvider::new(&["k1"]);
-        let dir = tempfile::tempdir().unwrap();
-        let text = format!(
-            "[server]\npublic_url = \"https://gw.example.com\"\n[oidc]\nissuer = {:?}\nclient_id = \"ceph\"\nroles_claim = \"realm_access.roles\"\n[oidc.role_map]\n\"ceph-pools\" = [\"pool-manager\"]\n\"ceph-viewers\" = [\"read-only\"]\n",
-            fake.issuer
-        );
-        let config =
-            crate::config::Config::from_toml_str(&text, &dir.path().join("c.toml"), dir.path())
-                .unwrap();
-        let oidc: OidcConfig = config.oidc.unwrap();
-        let metrics = crate::observe::metrics::Metrics::new(&prometheus::Registry::new()).unwrap();
-        Provider::new(&oidc, "https://gw.example.com", fake, metrics)
+        crate::oidc::testing::provider()
     }
 
     fn claims(groups: &[&str]) -> Value {
