@@ -76,13 +76,17 @@ impl OidcProvider {
         provider
     }
 
+    /// An RSA key `kid` (bounded in time: a test never waits on it for long).
     fn genkey(&self, kid: &str) {
-        let status = Command::new("node")
+        let output = Command::new("timeout")
+            .arg("30")
+            .arg("node")
             .arg(provider_dir().join("provider.js"))
             .args(["genkey", self.key_prefix(kid).to_str().unwrap(), kid])
-            .status()
+            .stdin(Stdio::null())
+            .output()
             .unwrap();
-        assert!(status.success(), "provider.js genkey");
+        assert!(output.status.success(), "provider.js genkey: {output:?}");
     }
 
     fn key_prefix(&self, kid: &str) -> PathBuf {

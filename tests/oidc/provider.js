@@ -15,7 +15,6 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import Provider from 'oidc-provider';
 
 function genkey(prefix, kid) {
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -25,7 +24,9 @@ function genkey(prefix, kid) {
   writeFileSync(`${prefix}.pub.pem`, publicKey.export({ format: 'pem', type: 'spki' }));
 }
 
-function serve(configFile) {
+async function serve(configFile) {
+  // Loaded here only: genkey needs none of it.
+  const { default: Provider } = await import('oidc-provider');
   const config = JSON.parse(readFileSync(configFile, 'utf8'));
   const accounts = config.accounts;
   const accountOfClient = Object.fromEntries(
@@ -93,7 +94,7 @@ const [command, ...args] = process.argv.slice(2);
 if (command === 'genkey' && args.length === 2) {
   genkey(...args);
 } else if (command === 'serve' && args.length === 1) {
-  serve(args[0]);
+  await serve(args[0]);
 } else {
   console.error('usage: provider.js genkey PREFIX KID | provider.js serve CONFIG.json');
   process.exit(64);
