@@ -1,6 +1,7 @@
 //! Single sign-on with an OpenID Connect provider (`[oidc]`): the provider's discovery
 //! document and signing keys (`keys`, fetched through `fetch`), and the verification of
-//! its access tokens into a user with the dashboard roles its groups map to (`verify`).
+//! its access tokens into a user with the dashboard roles its groups map to (`verify`),
+//! and the browser's authorization code flow and logouts at the provider (`login`).
 //! The key set is fetched at start by a background service (`KeyRefresher`) and the
 //! gateway is not ready until it has one.
 
