@@ -334,6 +334,7 @@ mod tests {
                 roles: vec![Role::ReadOnly],
                 grants: Grants::of(&[Role::ReadOnly]),
                 enabled: true,
+                provider_subject: None,
             })),
             user_token: None,
             redact_tokens: false,

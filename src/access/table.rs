@@ -358,6 +358,7 @@ mod tests {
             roles: vec![role],
             grants: Grants::of(&[role]),
             enabled: true,
+            provider_subject: None,
         })
     }
 

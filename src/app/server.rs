@@ -25,7 +25,7 @@ use super::upgrade::{self, Invocation, SelfUpgrade};
 use crate::access::Admission;
 use crate::auth::{Auth, DashboardAccounts, RefusalFloor};
 use crate::config::{
-    Config, ServerConfig, TlsMode, UpstreamConfig, UpstreamIdentity, UpstreamTrust,
+    Config, OidcConfig, ServerConfig, TlsMode, UpstreamConfig, UpstreamIdentity, UpstreamTrust,
 };
 use crate::docs::Docs;
 use crate::edge::connections::ClientConnections;
@@ -33,6 +33,8 @@ use crate::observe::access_log::AccessLog;
 use crate::observe::audit::{Audit, AuditError};
 use crate::observe::logs::LogHandles;
 use crate::observe::metrics::Metrics;
+use crate::oidc::fetch::HttpFetch;
+use crate::oidc::{KeyRefresher, Provider};
 use crate::proxy::Gateway;
 use crate::readiness::{DrainThenStop, Readiness};
 use crate::secrets::{self, SecretError};
@@ -123,6 +125,7 @@ fn build(
         auth: auth_config,
         users: _,
         upstream,
+        oidc,
         access: _,
         state,
         log,
@@ -144,6 +147,13 @@ fn build(
     }
     let tls_on = certificate.is_some();
     let stores = state.build().map_err(StartError::State)?;
+    let public_url = server_config.public_url.as_deref().unwrap_or_default();
+    let provider = oidc
+        .as_ref()
+        .map(|config| sso_provider(config, public_url, &metrics));
+    if provider.is_some() && identity == UpstreamIdentity::User {
+        tracing::warn!("upstream.identity = \"user\": single sign-on users have no dashboard password, so the dashboards see the service account on their requests (README, Single sign-on)");
+    }
     let dashboards = match upstream {
         Some(upstream) => Some(dashboards(
             upstream,
@@ -181,6 +191,7 @@ fn build(
             _ => None,
         },
         refusal_floor: RefusalFloor::default(),
+        oidc: provider.clone(),
     });
     let account_name = dashboards.as_ref().map(|d| d.account_name.clone());
     let admission = Arc::new(ArcSwap::from_pointee(Admission::new(
@@ -192,7 +203,11 @@ fn build(
     let upstreams = dashboards
         .as_ref()
         .map_or_else(|| Arc::new(Upstreams::none()), |d| d.upstreams.clone());
-    let readiness = Arc::new(Readiness::new(upstreams.clone(), stores.health.clone()));
+    let readiness = Arc::new(Readiness::new(
+        upstreams.clone(),
+        stores.health.clone(),
+        provider.clone(),
+    ));
 
     let options = Opt {
         upgrade: start.upgrade,
@@ -258,6 +273,10 @@ fn build(
         server.add_service(background_service("dashboard health checks", health));
     }
     server.add_service(background_service("configuration reload", reloader));
+    if let Some(provider) = provider {
+        let refresher = KeyRefresher { provider };
+        server.add_service(background_service("identity provider keys", refresher));
+    }
     match Invocation::current() {
         Some(invocation) => {
             server.add_service(background_service(
@@ -383,6 +402,13 @@ fn dashboards(
         docs,
         health_interval: upstream.health_interval,
     })
+}
+
+/// The identity provider of `[oidc]`; its keys are fetched by a background service.
+fn sso_provider(config: &OidcConfig, public_url: &str, metrics: &Arc<Metrics>) -> Arc<Provider> {
+    let fetch = Arc::new(HttpFetch::new(config.ca_certificates.clone()));
+    tracing::info!(issuer = %config.issuer.text, local_login = config.local_login, "single sign-on: the identity provider's tokens are accepted");
+    Arc::new(Provider::new(config, public_url, fetch, metrics.clone()))
 }
 
 /// Fails fast on a port in use: pingora would retry for 30 s, then only panic a thread.

@@ -45,7 +45,12 @@ impl Auth {
                 } else {
                     "UNAVAILABLE"
                 };
-                json!({"login_url": "#/login", "cluster_status": cluster_status}).to_string()
+                // With single sign-on the UI's login page sends the browser to the provider.
+                let login_url = match self.oidc {
+                    Some(_) => super::sso::LOGIN_URL,
+                    None => "#/login",
+                };
+                json!({"login_url": login_url, "cluster_status": cluster_status}).to_string()
             }
         };
         Ok(LocalResponse::json_text(
@@ -60,8 +65,9 @@ impl Auth {
 /// rendered when the users were loaded.
 fn valid_token_body(user: &User, edition: RoleEdition) -> String {
     let username = Value::from(user.username.as_str());
+    let sso = user.provider_subject.is_some();
     format!(
-        r#"{{"username":{username},"permissions":{},"sso":false,"pwdUpdateRequired":false}}"#,
+        r#"{{"username":{username},"permissions":{},"sso":{sso},"pwdUpdateRequired":false}}"#,
         user.grants.json(edition)
     )
 }
@@ -100,6 +106,7 @@ mod tests {
             roles: roles.to_vec(),
             grants: Grants::of(&roles),
             enabled: true,
+            provider_subject: None,
         };
         let expected = json!({
             "username": user.username,

@@ -77,6 +77,10 @@ impl Auth {
         })?;
         let username = string_field(&body, "username")?;
         subject.username = Some(username.clone());
+        subject.method = Some(match self.source {
+            AuthSource::Local => "local",
+            AuthSource::Dashboard => "dashboard",
+        });
         let password = string_field(&body, "password")?;
         let ttl = ttl_field(&body)?;
 

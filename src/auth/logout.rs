@@ -41,10 +41,14 @@ impl Auth {
             "token=; Expires=Thu, 01 Jan 1970 00:00:00 GMT; Max-Age=0; {}",
             self.cookie_attributes()
         );
+        // A single sign-on user's browser logs out at the provider too (RP-initiated
+        // logout), then comes back to the UI.
+        let provider = self.oidc.as_ref().filter(|_| claims.idp.is_some());
+        let provider_logout = provider.and_then(|p| p.logout_url(&format!("{}/", p.home)));
         Ok(LocalResponse::json(
             200,
             self.content_type(negotiated),
-            &logout_body(req.edition),
+            &logout_body(req.edition, provider_logout),
         )
         .with_header("set-cookie", cookie))
     }
@@ -52,10 +56,18 @@ impl Auth {
 
 /// The logout answer as the manager's release gives it: since 20.2 it names the login
 /// mode, `local` for a password login.
-fn logout_body(edition: RoleEdition) -> Value {
+/// `provider_logout`: a single sign-on session's RP-initiated logout at the provider, which
+/// the UI follows (20.2's at once for `"protocol": "oauth2"`, as in its own OAuth2 mode).
+fn logout_body(edition: RoleEdition, provider_logout: Option<String>) -> Value {
+    let protocol = if provider_logout.is_some() {
+        "oauth2"
+    } else {
+        "local"
+    };
+    let redirect_url = provider_logout.unwrap_or_else(|| "#/login".to_string());
     match edition {
-        RoleEdition::Pacific => json!({"redirect_url": "#/login"}),
-        RoleEdition::Tentacle => json!({"redirect_url": "#/login", "protocol": "local"}),
+        RoleEdition::Pacific => json!({ "redirect_url": redirect_url }),
+        RoleEdition::Tentacle => json!({ "redirect_url": redirect_url, "protocol": protocol }),
     }
 }
 
@@ -116,11 +128,11 @@ mod tests {
     #[test]
     fn the_logout_answer_is_the_releases() {
         assert_eq!(
-            logout_body(RoleEdition::Pacific).to_string(),
+            logout_body(RoleEdition::Pacific, None).to_string(),
             r##"{"redirect_url":"#/login"}"##
         );
         assert_eq!(
-            logout_body(RoleEdition::Tentacle).to_string(),
+            logout_body(RoleEdition::Tentacle, None).to_string(),
             r##"{"redirect_url":"#/login","protocol":"local"}"##
         );
     }

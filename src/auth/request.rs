@@ -40,6 +40,16 @@ impl<'a> AuthRequest<'a> {
         }
     }
 
+    /// A field of an `application/x-www-form-urlencoded` body.
+    pub fn form_param(&self, name: &str) -> Option<String> {
+        form_urlencoded_value(&self.body, name)
+    }
+
+    /// The value of cookie `name`.
+    pub fn cookie(&self, name: &str) -> Option<&'a str> {
+        cookie(self.headers, name)
+    }
+
     /// The Accept header, its repeated lines joined into one list.
     pub fn accept(&self) -> Option<Cow<'a, str>> {
         crate::edge::request::joined_header(self.headers, http::header::ACCEPT)
@@ -79,6 +89,21 @@ impl<'a> AuthRequest<'a> {
             .find(|(k, _)| *k == name)
             .and_then(|(_, v)| percent_encoding::percent_decode_str(v).decode_utf8().ok())
     }
+}
+
+/// A field of a form body (`+` is a space there), percent-decoded.
+fn form_urlencoded_value(body: &[u8], name: &str) -> Option<String> {
+    let text = std::str::from_utf8(body).ok()?;
+    text.split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| {
+            let spaced = v.replace('+', " ");
+            percent_encoding::percent_decode_str(&spaced)
+                .decode_utf8()
+                .ok()
+                .map(|v| v.into_owned())
+        })
 }
 
 /// A required string field of a JSON body.

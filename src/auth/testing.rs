@@ -103,6 +103,7 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
         source: crate::config::AuthSource::Local,
         dashboard: None,
         refusal_floor: super::RefusalFloor::default(),
+        oidc: None,
     }
 }
 

@@ -13,6 +13,7 @@ pub(super) struct FileConfig {
     pub api: ApiSection,
     pub auth: AuthSection,
     pub upstream: Option<UpstreamSection>,
+    pub oidc: Option<OidcSection>,
     pub access: AccessSection,
     pub state: StateSection,
     pub log: LogSection,
@@ -180,6 +181,53 @@ impl Default for UpstreamSection {
             max_in_flight: 8,
             max_queued: 64,
             queue_timeout_ms: 5000,
+        }
+    }
+}
+
+/// `[oidc]`: single sign-on with an OpenID Connect provider. Absent: none.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct OidcSection {
+    pub issuer: String,
+    pub client_id: String,
+    pub client_secret_file: Option<String>,
+    pub scopes: Vec<String>,
+    pub redirect_path: String,
+    pub username_claim: String,
+    pub roles_claim: String,
+    /// Provider group or role -> dashboard roles (system or the roles file's).
+    pub role_map: BTreeMap<String, Vec<String>>,
+    pub algorithms: Vec<String>,
+    /// `None`: the client id.
+    pub audience: Option<String>,
+    pub clock_skew_seconds: u64,
+    pub local_login: bool,
+    pub ca_file: Option<String>,
+    pub jwks_refresh_seconds: u64,
+    pub jwks_min_refresh_seconds: u64,
+    pub jwks_max_stale_seconds: u64,
+}
+
+impl Default for OidcSection {
+    fn default() -> Self {
+        Self {
+            issuer: String::new(),
+            client_id: String::new(),
+            client_secret_file: None,
+            scopes: vec!["openid".into(), "profile".into(), "email".into()],
+            redirect_path: "/auth/oidc/callback".into(),
+            username_claim: "preferred_username".into(),
+            roles_claim: "groups".into(),
+            role_map: BTreeMap::new(),
+            algorithms: vec!["RS256".into(), "ES256".into(), "EdDSA".into()],
+            audience: None,
+            clock_skew_seconds: 60,
+            local_login: true,
+            ca_file: None,
+            jwks_refresh_seconds: 300,
+            jwks_min_refresh_seconds: 10,
+            jwks_max_stale_seconds: 86_400,
         }
     }
 }

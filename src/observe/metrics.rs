@@ -4,6 +4,7 @@ mod children;
 mod deployment;
 mod labels;
 mod logs;
+mod oidc;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ pub use deployment::DeploymentMetrics;
 use labels::{method_index, status_label, METHOD_LABELS};
 pub use labels::{ConnectionRefusal, LoginResult, TokenCheckResult};
 pub use logs::LogMetrics;
+pub use oidc::OidcMetrics;
 
 /// One dashboard backend as the upstream gauges show it.
 pub struct BackendSeries<'a> {
@@ -67,6 +69,8 @@ pub struct Metrics {
     pub deployment: DeploymentMetrics,
     /// Log lines dropped, audit lines not written.
     pub logs: LogMetrics,
+    /// Single sign-on: the provider's keys and tokens.
+    pub oidc: OidcMetrics,
 }
 
 impl Metrics {
@@ -261,6 +265,7 @@ impl Metrics {
             state_revocations_refused,
             connections_refused,
             deployment: DeploymentMetrics::new(registry)?,
+            oidc: OidcMetrics::new(registry)?,
             logs: LogMetrics::new(registry)?,
         }))
     }

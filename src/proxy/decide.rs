@@ -60,6 +60,7 @@ impl Gateway {
                     .map(Next::Answer)
                     .map_err(GatewayError::from)
             }
+            Route::Sso => self.answer_sso(session, ctx, &path).await.map(Next::Answer),
             Route::Api | Route::Other => self
                 .prepare_forward(session, ctx, &path)
                 .await
@@ -85,6 +86,7 @@ impl Gateway {
         let admitted = self.admit(&admission, request, lookup).await;
         ctx.operation = lookup.operation.map(|id| (admission, id));
         let forward = admitted?;
+        ctx.subject.of_user(forward.user.as_deref());
         forward::settle_connection_header(session.req_header_mut())?;
         let limits = self.body_limits(self.upstreams.max_body_bytes);
         ctx.body = request::read_forwarded_body(session, limits).await?;
@@ -142,6 +144,22 @@ impl Gateway {
             self.trusted_proxies
                 .client(peer, &session.req_header().headers),
         )
+    }
+
+    /// The browser's single sign-on, and the provider's back-channel logout (a small form).
+    async fn answer_sso(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        path: &str,
+    ) -> Result<LocalResponse, GatewayError> {
+        let body = request::read_body(session, self.body_limits(auth::BODY_LIMIT)).await?;
+        let (_, edition) = self.release_in_effect(&self.admission.load());
+        let req = AuthRequest::of(session.req_header(), body, ctx.client, edition);
+        let method = &session.req_header().method;
+        self.auth
+            .sso(method, path, &req, unix_now(), &mut ctx.subject)
+            .await
     }
 
     /// The auth endpoints take a small JSON body, read whole here; `ctx` learns whom the

@@ -3,7 +3,7 @@
 //! standbys answer 303 to the active one, or an error status.
 
 mod attempt;
-mod client;
+pub mod client;
 pub mod credentials;
 pub mod failover;
 pub mod health;
