@@ -45,12 +45,21 @@ impl Auth {
         // logout), then comes back to the UI.
         let provider = self.oidc.as_ref().filter(|_| claims.idp.is_some());
         let provider_logout = provider.and_then(|p| p.logout_url(&format!("{}/", p.home)));
-        Ok(LocalResponse::json(
+        let mut answer = LocalResponse::json(
             200,
             self.content_type(negotiated),
-            &logout_body(req.edition, provider_logout),
+            &logout_body(req.edition, provider_logout.clone()),
         )
-        .with_header("set-cookie", cookie))
+        .with_header("set-cookie", cookie);
+        if provider_logout.is_some() {
+            let logged_out = format!(
+                "{}=1; HttpOnly; Path=/auth/oidc/; SameSite=Lax; Max-Age=120{}",
+                super::sso::LOGGED_OUT_COOKIE,
+                if self.tls { "; Secure" } else { "" }
+            );
+            answer = answer.with_header("set-cookie", logged_out);
+        }
+        Ok(answer)
     }
 }
 

@@ -17,6 +17,12 @@ use crate::tokens::PendingLogin;
 /// a cross-site navigation (a `Strict` cookie would stay behind).
 const PENDING_COOKIE: &str = "cg_oidc_login";
 
+/// Set by a single sign-on user's logout until the provider's logout is done: the web UI,
+/// whose requests still in flight meet 401s, may send the browser to the login page (and
+/// so to the provider, whose session still stands) before it follows the logout's
+/// `redirect_url`; `login` then sends it to the provider's logout instead, once.
+pub const LOGGED_OUT_COOKIE: &str = "cg_oidc_logged_out";
+
 /// Where the provider tells the gateway a user logged out (back-channel logout).
 pub const BACKCHANNEL_LOGOUT: &str = "/auth/oidc/backchannel-logout";
 
@@ -52,7 +58,7 @@ impl Auth {
             return self.backchannel_logout(provider, req, now).await;
         }
         let result = if path == format!("/{LOGIN_URL}") {
-            self.sso_start(provider, now)
+            self.sso_start(provider, req, now)
         } else if path == provider.redirect_path {
             let finished = self.sso_callback(provider, req, now, subject).await;
             self.metrics.oidc.login(login_result(&finished));
@@ -66,7 +72,19 @@ impl Auth {
         })
     }
 
-    fn sso_start(&self, provider: &Provider, now: UnixTime) -> Result<LocalResponse, LoginError> {
+    fn sso_start(
+        &self,
+        provider: &Provider,
+        req: &AuthRequest<'_>,
+        now: UnixTime,
+    ) -> Result<LocalResponse, LoginError> {
+        let logging_out = req.cookie(LOGGED_OUT_COOKIE).is_some();
+        if let Some(logout) = provider.logout_url(&format!("{}/", provider.home)) {
+            if logging_out {
+                let done = format!("{LOGGED_OUT_COOKIE}=; Path=/auth/oidc/; Max-Age=0");
+                return Ok(redirect(&logout).with_header("set-cookie", done));
+            }
+        }
         let start = provider.start_login(&provider.redirect_uri, now)?;
         let sealed = self
             .tokens
