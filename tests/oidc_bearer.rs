@@ -85,7 +85,16 @@ fn assert_gateway_refusal(reply: &Reply, what: &str) {
 
 #[tokio::test]
 async fn a_bearer_token_is_allowed_and_refused_per_operation_as_its_mapped_roles() {
-    let dash = Dashboard::shared();
+    bearer_tokens_per_operation("16.2").await;
+}
+
+#[tokio::test]
+async fn ceph_20_2_a_bearer_token_is_allowed_and_refused_per_operation_as_its_mapped_roles() {
+    bearer_tokens_per_operation("20.2").await;
+}
+
+async fn bearer_tokens_per_operation(release: &'static str) {
+    let dash = Dashboard::shared_release(release);
     let idp = provider();
     let gw = gateway(dash, &idp).start();
     for (account, local, local_pw) in [

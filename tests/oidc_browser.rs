@@ -484,6 +484,15 @@ async fn the_providers_back_channel_logout_ends_the_users_sessions_on_every_gate
 
 #[test]
 fn in_chromium_the_dashboards_own_ui_logs_in_at_the_provider_and_lands_on_its_landing_page() {
+    sso_in_chromium("16.2");
+}
+
+#[test]
+fn ceph_20_2_in_chromium_the_dashboards_own_ui_logs_in_at_the_provider() {
+    sso_in_chromium("20.2");
+}
+
+fn sso_in_chromium(release: &'static str) {
     let ui = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui");
     assert!(
         ui.join("node_modules/playwright-core/package.json")
@@ -491,7 +500,7 @@ fn in_chromium_the_dashboards_own_ui_logs_in_at_the_provider_and_lands_on_its_la
             && std::path::Path::new("/usr/bin/chromium").exists(),
         "playwright-core or chromium is missing: run deploy/install-deps.sh --test"
     );
-    let dash = Dashboard::shared();
+    let dash = Dashboard::shared_release(release);
     let mut idp = OidcProvider::start(&[("poolops", &["ceph-admins"])]);
     let gw = Gateway::new()
         .upstream(dash)
