@@ -97,6 +97,19 @@ install_ui_driver() {
   printf '%s\n' "$stamp" >"$ui/node_modules/.installed"
 }
 
+# The single sign-on tests' identity provider (tests/oidc/provider.js): panva's
+# oidc-provider, OpenID Certified, pinned in tests/oidc/package-lock.json.
+install_oidc_provider() {
+  local dir=$repo/tests/oidc stamp
+  stamp=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+  if [[ -f "$dir/node_modules/oidc-provider/package.json" && "$(cat "$dir/node_modules/.installed" 2>/dev/null)" == "$stamp" ]]; then
+    return
+  fi
+  echo "install-deps: installing the single sign-on tests' provider into tests/oidc/node_modules" >&2
+  (cd "$dir" && npm ci --no-audit --no-fund --silent)
+  printf '%s\n' "$stamp" >"$dir/node_modules/.installed"
+}
+
 if ((${#missing[@]} > 0)); then
   install_packages
 fi
@@ -113,5 +126,6 @@ install_release_roots() {
 if $testing; then
   install_test_venv
   install_ui_driver
+  install_oidc_provider
   install_release_roots
 fi

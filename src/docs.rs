@@ -10,8 +10,21 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{Mutex, RwLock};
 
 use crate::edge::respond::LocalResponse;
-use crate::errors::GatewayError;
 use crate::upstream::Upstreams;
+
+/// Why no document or page was answered.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DocsError {
+    #[error("no active dashboard backend")]
+    NoActiveBackend,
+    /// Fetching the document failed; says how.
+    #[error("{0}")]
+    Fetch(String),
+    #[error("only GET and HEAD")]
+    MethodNotAllowed,
+    #[error("no page at {0}")]
+    NotFound(String),
+}
 
 /// The 16.2 document is about 240 KB; later versions are larger.
 const MAX_DOC_BYTES: usize = 16 * 1024 * 1024;
@@ -53,7 +66,7 @@ impl Docs {
 
     /// The rewritten document: cached, refreshed after `refresh`; a stale copy is served
     /// while no backend can give a fresh one.
-    pub async fn document(&self) -> Result<LocalResponse, GatewayError> {
+    pub async fn document(&self) -> Result<LocalResponse, DocsError> {
         if let Some(body) = self.fresh().await {
             return Ok(json_response(body));
         }
@@ -88,12 +101,9 @@ impl Docs {
             .map(|c| c.body.clone())
     }
 
-    async fn fetch(&self) -> Result<Bytes, GatewayError> {
-        let backend = self
-            .upstreams
-            .active()
-            .ok_or_else(GatewayError::no_active_backend)?;
-        let bad_gateway = |detail: String| GatewayError::BadGateway { detail };
+    async fn fetch(&self) -> Result<Bytes, DocsError> {
+        let backend = self.upstreams.active().ok_or(DocsError::NoActiveBackend)?;
+        let bad_gateway = DocsError::Fetch;
         let mut req = self
             .upstreams
             .request(&backend, "GET", &self.docs_path)
@@ -226,21 +236,65 @@ fn auth_paths() -> Map<String, Value> {
 
 /// The page at `/docs`: a self-contained browser for the document (no CDN).
 /// Answers `/docs...`: the page, or the document. `docs` is `None` without backends.
+/// `offered(method, path template)`: whether the gateway forwards the operation; the
+/// document lists only those (and the gateway's own).
 pub async fn answer(
     docs: Option<&Docs>,
     method: &http::Method,
     path: &str,
-) -> Result<LocalResponse, GatewayError> {
+    offered: &(dyn Fn(&http::Method, &str) -> bool + Sync),
+) -> Result<LocalResponse, DocsError> {
     if method != http::Method::GET && method != http::Method::HEAD {
-        return Err(GatewayError::MethodNotAllowed { allow: "GET, HEAD" });
+        return Err(DocsError::MethodNotAllowed);
     }
     match (path, docs) {
         ("/docs", Some(_)) => Ok(page()),
         // Boxed: a rare answer with a large future, which would otherwise make the
         // caller's future (moved into a box on every request by `async_trait`) as large.
-        ("/docs/api.json" | "/docs/openapi.json", Some(docs)) => Box::pin(docs.document()).await,
-        _ => Err(GatewayError::not_found(path)),
+        ("/docs/api.json" | "/docs/openapi.json", Some(docs)) => {
+            let document = Box::pin(docs.document()).await?;
+            Ok(json_response(only_offered(&document.body, offered)))
+        }
+        _ => Err(DocsError::NotFound(path.to_string())),
     }
+}
+
+/// The method an OpenAPI path item's key names, if it names one.
+fn operation_method(key: &str) -> Option<http::Method> {
+    const OPERATIONS: [&str; 8] = [
+        "get", "put", "post", "delete", "options", "head", "patch", "trace",
+    ];
+    OPERATIONS
+        .contains(&key)
+        .then(|| http::Method::from_bytes(key.to_ascii_uppercase().as_bytes()).ok())
+        .flatten()
+}
+
+/// The document without the operations the gateway refuses (closed, not opened, unknown
+/// to the manager's table); a path left without operations goes too. The gateway's own
+/// auth operations are offered.
+fn only_offered(body: &Bytes, offered: &(dyn Fn(&http::Method, &str) -> bool + Sync)) -> Bytes {
+    let Ok(mut doc) = serde_json::from_slice::<Value>(body) else {
+        return body.clone();
+    };
+    let own = auth_paths();
+    if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
+        paths.retain(|path, item| {
+            if own.contains_key(path) {
+                return true;
+            }
+            let Some(item) = item.as_object_mut() else {
+                return false;
+            };
+            item.retain(|key, _| match operation_method(key) {
+                Some(method) => offered(&method, path),
+                // (`parameters`, `summary`: not operations)
+                None => true,
+            });
+            item.keys().any(|key| operation_method(key).is_some())
+        });
+    }
+    Bytes::from(doc.to_string())
 }
 
 fn page() -> LocalResponse {
@@ -296,6 +350,23 @@ mod tests {
         let body = &paths["/api/auth/check"]["post"]["requestBody"]["content"];
         let token = &body["application/json"]["schema"]["properties"]["token"];
         assert_eq!(token["nullable"], true);
+    }
+
+    #[test]
+    fn only_what_the_gateway_offers_is_listed() {
+        let doc = json!({"paths": {
+            "/api/pool": {"get": {}, "post": {}, "parameters": []},
+            "/api/user/{username}/change_password": {"post": {}, "parameters": []},
+            "/api/auth": {"post": {}},
+        }});
+        let body = Bytes::from(doc.to_string());
+        let offered =
+            |method: &http::Method, path: &str| path == "/api/pool" && *method == http::Method::GET;
+        let listed: Value = serde_json::from_slice(&only_offered(&body, &offered)).unwrap();
+        assert_eq!(
+            listed["paths"],
+            json!({"/api/pool": {"get": {}, "parameters": []}, "/api/auth": {"post": {}}})
+        );
     }
 
     #[test]

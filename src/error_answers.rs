@@ -3,6 +3,8 @@
 //! `errors` for the answer type, never this file), so the imports run one way.
 
 use crate::access::AccessError;
+use crate::docs::DocsError;
+use crate::edge::connections::ConnectionError;
 use crate::edge::paths::PathError;
 use crate::edge::request::BodyError;
 use crate::errors::GatewayError;
@@ -10,7 +12,7 @@ use crate::state::StateError;
 use crate::upstream::credentials::CredentialError;
 use crate::upstream::in_flight::Overload;
 use crate::upstream::login::LoginError;
-use crate::upstream::ClientError;
+use crate::upstream::{AttemptError, ClientError};
 use crate::users::password::HashError;
 
 impl GatewayError {
@@ -45,6 +47,46 @@ impl From<BodyError> for GatewayError {
             BodyError::Unreadable(kind) => {
                 GatewayError::bad_request(format!("Could not read the request body: {kind}"))
             }
+        }
+    }
+}
+
+impl From<AttemptError> for GatewayError {
+    fn from(e: AttemptError) -> Self {
+        match e {
+            AttemptError::BackendClosed => GatewayError::backend_closed(),
+            AttemptError::NoActiveBackend => GatewayError::no_active_backend(),
+            AttemptError::ChangedDuringLargeRequest => GatewayError::Unavailable {
+                detail: e.to_string(),
+            },
+        }
+    }
+}
+
+impl From<ConnectionError> for GatewayError {
+    fn from(e: ConnectionError) -> Self {
+        match e {
+            ConnectionError::TooManyConnections { limit } => {
+                GatewayError::TooManyConnections { limit }
+            }
+            ConnectionError::HeaderTooLarge { bytes } => GatewayError::HeaderTooLarge {
+                limit: format!("{bytes} bytes"),
+            },
+            ConnectionError::TooManyHeaderLines { lines } => GatewayError::HeaderTooLarge {
+                limit: format!("{lines} header lines"),
+            },
+            ConnectionError::HeaderTimeout { millis } => GatewayError::HeaderTimeout { millis },
+        }
+    }
+}
+
+impl From<DocsError> for GatewayError {
+    fn from(e: DocsError) -> Self {
+        match e {
+            DocsError::NoActiveBackend => GatewayError::no_active_backend(),
+            DocsError::Fetch(detail) => GatewayError::BadGateway { detail },
+            DocsError::MethodNotAllowed => GatewayError::MethodNotAllowed { allow: "GET, HEAD" },
+            DocsError::NotFound(path) => GatewayError::not_found(&path),
         }
     }
 }
@@ -138,5 +180,49 @@ mod tests {
                 (status, detail.to_string())
             );
         }
+    }
+
+    #[test]
+    fn attempts_end_with_a_502_or_a_503() {
+        let answer = |e| {
+            let answer = GatewayError::from(e);
+            (answer.status(), answer.to_string())
+        };
+        let closed = answer(AttemptError::BackendClosed);
+        assert_eq!(closed, (502, "the dashboard closed the connection".into()));
+        assert_eq!(answer(AttemptError::NoActiveBackend).0, 503);
+        let changed = answer(AttemptError::ChangedDuringLargeRequest);
+        assert_eq!(changed.0, 503);
+        assert!(changed.1.contains("large request"), "{}", changed.1);
+    }
+
+    #[test]
+    fn refused_connections_are_a_429_a_431_or_a_408() {
+        let answers = [
+            (ConnectionError::TooManyConnections { limit: 3 }, 429),
+            (ConnectionError::HeaderTooLarge { bytes: 8192 }, 431),
+            (ConnectionError::TooManyHeaderLines { lines: 100 }, 431),
+            (ConnectionError::HeaderTimeout { millis: 5000 }, 408),
+        ];
+        for (error, status) in answers {
+            assert_eq!(GatewayError::from(error).status(), status, "{error}");
+        }
+        let lines = GatewayError::from(ConnectionError::TooManyHeaderLines { lines: 100 });
+        assert!(lines.to_string().contains("100 header lines"), "{lines}");
+    }
+
+    #[test]
+    fn docs_errors_are_a_503_a_502_a_405_and_a_404() {
+        let statuses = [
+            (DocsError::NoActiveBackend, 503),
+            (DocsError::Fetch("the backend answered 500".into()), 502),
+            (DocsError::MethodNotAllowed, 405),
+            (DocsError::NotFound("/docs/x".into()), 404),
+        ];
+        for (error, status) in statuses {
+            assert_eq!(GatewayError::from(error).status(), status);
+        }
+        let allow = GatewayError::from(DocsError::MethodNotAllowed).headers();
+        assert_eq!(allow, vec![("allow", "GET, HEAD".to_string())]);
     }
 }

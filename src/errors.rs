@@ -37,6 +37,9 @@ pub enum GatewayError {
     /// account with this name and password to act as.
     #[error("The dashboard has no account with this username and password: the gateway acts as each user's own dashboard account (upstream.identity = \"user\"), so create or import that account on the dashboard with the same password.")]
     NoDashboardAccount,
+    /// `oidc.local_login = false`: only the identity provider logs users in.
+    #[error("Logging in with a username and password is turned off on this gateway: log in through the identity provider (single sign-on), or send its access token as a Bearer token.")]
+    LocalLoginClosed,
     /// Refused whoever asks: it would act on the gateway's own dashboard account.
     #[error("This operation is not offered through the gateway: it would act on the gateway's own dashboard account.")]
     NotOffered,
@@ -164,6 +167,7 @@ impl GatewayError {
             GatewayError::Unauthorized => 401,
             GatewayError::Forbidden
             | GatewayError::NotOffered
+            | GatewayError::LocalLoginClosed
             | GatewayError::NoDashboardAccount => 403,
             GatewayError::NotFound { .. } => 404,
             GatewayError::MethodNotAllowed { .. } => 405,
@@ -206,6 +210,9 @@ impl GatewayError {
             }),
             GatewayError::NoDashboardAccount => json!({
                 "detail": self.to_string(), "code": "no_dashboard_account", "component": "auth",
+            }),
+            GatewayError::LocalLoginClosed => json!({
+                "detail": self.to_string(), "code": "local_login_disabled", "component": "auth",
             }),
             GatewayError::BadRequest { detail } => json!({
                 "detail": detail, "code": "invalid_request", "component": "auth",

@@ -6,7 +6,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use http::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, COOKIE, FORWARDED, HOST, LOCATION, TRANSFER_ENCODING,
+    ACCEPT, ACCEPT_ENCODING, AUTHORIZATION, CONTENT_LENGTH, COOKIE, FORWARDED, HOST, LOCATION,
+    SET_COOKIE, TRANSFER_ENCODING,
 };
 use http::{HeaderMap, HeaderName, HeaderValue};
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
@@ -33,6 +34,8 @@ pub struct Forward {
     pub user_token: Option<UserToken>,
     /// The single vendor media type chosen from the client's Accept (API paths).
     pub accept: Option<Arc<str>>,
+    /// Its answer may carry a dashboard token (`token_redaction`): read whole, sent without.
+    pub redact_tokens: bool,
 }
 
 /// Who asked, as the `X-Forwarded-*` headers tell the backend.
@@ -204,6 +207,7 @@ pub fn rewrite_request(
         (X_FORWARDED_USER, user),
     ];
     let accept = forward.accept.as_deref();
+    let redact = forward.redact_tokens;
     edit_request(req, |headers| {
         for name in &REPLACED {
             // An insert below replaces the client's value; only the others are removed.
@@ -229,6 +233,10 @@ pub fn rewrite_request(
             }
         }
         headers.insert(HOST, value(backend_host.to_string())?);
+        if redact {
+            // Read as plain text: a compressed answer could not be checked for tokens.
+            headers.remove(ACCEPT_ENCODING);
+        }
         Ok(())
     })
 }
@@ -281,8 +289,19 @@ pub fn language_cookie(headers: &HeaderMap) -> Option<HeaderValue> {
 }
 
 /// Makes a `Location` that names a backend relative, so no manager's own address
-/// reaches the client.
-pub fn rewrite_response(resp: &mut ResponseHeader, upstreams: &Upstreams) -> pingora::Result<()> {
+/// reaches the client, and drops the dashboard's cookies: the gateway's token cookie is
+/// the client's session, and 20.2 sets a CherryPy `session_id` (not HttpOnly, no SameSite)
+/// on every answer, which its web UI does not need (tests/ui_browser.rs runs it without).
+/// An answer to be redacted loses its length: it changes.
+pub fn rewrite_response(
+    resp: &mut ResponseHeader,
+    upstreams: &Upstreams,
+    redact_tokens: bool,
+) -> pingora::Result<()> {
+    resp.remove_header(&SET_COOKIE);
+    if redact_tokens {
+        resp.remove_header(&CONTENT_LENGTH);
+    }
     let Some(location) = resp.headers.get(LOCATION).and_then(|v| v.to_str().ok()) else {
         return Ok(());
     };
@@ -315,8 +334,10 @@ mod tests {
                 roles: vec![Role::ReadOnly],
                 grants: Grants::of(&[Role::ReadOnly]),
                 enabled: true,
+                provider_subject: None,
             })),
             user_token: None,
+            redact_tokens: false,
             accept: Some("application/vnd.ceph.api.v1.0+json".into()),
         }
     }

@@ -9,7 +9,9 @@
 //!    JWTs, `client_addr` who the client is, and `state` the revocations, lockouts,
 //!    failed logins per client and users' dashboard sessions (with `auth.source =
 //!    "dashboard"` the dashboard checks the password; with `upstream.identity = "user"` each
-//!    user acts upstream as their own dashboard account); `docs` answers `/docs`.
+//!    user acts upstream as their own dashboard account); `docs` answers `/docs`. With
+//!    `[oidc]`, `oidc` verifies the identity provider's tokens (and `auth::sso` serves the
+//!    browser's login under `/auth/oidc/`).
 //! 3. Everything else is admitted by `access` (method, token, operation, role, version),
 //!    its body read by `edge::request`, and forwarded by `upstream` (which manager, one
 //!    request's attempts, what a try learns: `upstream::failover`) and `forward` (what
@@ -37,6 +39,7 @@ mod access;
 mod answer_cache;
 mod app;
 mod auth;
+mod ceph_release;
 mod client_addr;
 pub mod config;
 mod decimal;
@@ -47,6 +50,7 @@ mod errors;
 mod forward;
 pub mod import;
 mod observe;
+mod oidc;
 pub use observe::logs;
 mod proxy;
 mod queue_slot;
@@ -58,6 +62,7 @@ pub use app::server;
 #[cfg(test)]
 mod test_ports;
 mod tls;
+mod token_redaction;
 mod tokens;
 mod upstream;
 pub mod users;

@@ -1,6 +1,7 @@
 //! Whether this gateway should get traffic: what `/readyz` and `POST /api/auth/check` tell
 //! load balancers. Not while no dashboard is known to be active (with some configured),
-//! not while the state store is unreachable, and not while draining before it stops.
+//! not while the state store is unreachable, not (with `[oidc]`) before the identity
+//! provider's keys were fetched, and not while draining before it stops.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use pingora::server::{ShutdownSignal, ShutdownSignalWatch, UnixShutdownSignalWatch};
 
+use crate::oidc::Provider;
 use crate::state::StoreHealth;
 use crate::upstream::Upstreams;
 
@@ -21,19 +23,27 @@ pub enum NotReady {
     NoActiveBackend,
     #[error("session store unavailable")]
     StoreUnavailable,
+    #[error("identity provider keys not fetched")]
+    NoProviderKeys,
 }
 
 pub struct Readiness {
     upstreams: Arc<Upstreams>,
     store: Arc<StoreHealth>,
+    provider: Option<Arc<Provider>>,
     draining: AtomicBool,
 }
 
 impl Readiness {
-    pub fn new(upstreams: Arc<Upstreams>, store: Arc<StoreHealth>) -> Readiness {
+    pub fn new(
+        upstreams: Arc<Upstreams>,
+        store: Arc<StoreHealth>,
+        provider: Option<Arc<Provider>>,
+    ) -> Readiness {
         Readiness {
             upstreams,
             store,
+            provider,
             draining: AtomicBool::new(false),
         }
     }
@@ -48,6 +58,9 @@ impl Readiness {
         }
         if !self.store.up() {
             return Err(NotReady::StoreUnavailable);
+        }
+        if self.provider.as_ref().is_some_and(|p| !p.ready()) {
+            return Err(NotReady::NoProviderKeys);
         }
         Ok(())
     }

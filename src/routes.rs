@@ -14,6 +14,8 @@ pub enum Route {
     Api,
     /// `/docs...`: the API description.
     Docs,
+    /// `/auth/oidc/...`: the browser's single sign-on, served by the gateway.
+    Sso,
     /// Anything else: the dashboard's web UI (its files are forwarded without a token).
     #[default]
     Other,
@@ -21,12 +23,13 @@ pub enum Route {
 
 impl Route {
     /// Every route, in declaration order (`self as usize` indexes it).
-    pub const ALL: [Route; 6] = [
+    pub const ALL: [Route; 7] = [
         Route::Login,
         Route::TokenCheck,
         Route::Logout,
         Route::Api,
         Route::Docs,
+        Route::Sso,
         Route::Other,
     ];
 
@@ -44,6 +47,7 @@ impl Route {
             p if p.starts_with("/api/") || p.starts_with("/ui-api/") => Route::Api,
             "/docs" => Route::Docs,
             p if p.starts_with("/docs/") => Route::Docs,
+            p if p.starts_with("/auth/oidc/") => Route::Sso,
             _ => Route::Other,
         }
     }
@@ -56,6 +60,7 @@ impl Route {
             Route::Logout => "auth_logout",
             Route::Api => "proxy",
             Route::Docs => "docs",
+            Route::Sso => "sso",
             Route::Other => "other",
         }
     }

@@ -30,6 +30,30 @@ pub struct Claims {
     /// there was one have none, and match no user of the users file.
     #[serde(default)]
     pub cred: String,
+    /// A single sign-on user's: the identity provider's `sub` and the user's groups there,
+    /// mapped to roles by the current `oidc.role_map` on every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idp: Option<ProviderIdentity>,
+}
+
+/// Who the identity provider said a single sign-on user is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderIdentity {
+    pub sub: String,
+    pub groups: Vec<String>,
+}
+
+/// A browser login under way at the identity provider (authorization code flow), kept in
+/// a short-lived cookie signed like the tokens: any gateway of the deployment finishes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingLogin {
+    /// `<auth.issuer>#oidc-login`: never taken for a token (and a token never for this).
+    pub iss: String,
+    pub state: String,
+    pub nonce: String,
+    /// The PKCE verifier (RFC 7636).
+    pub verifier: String,
+    pub exp: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -135,7 +159,65 @@ impl TokenService {
             iat: now,
             exp: not_after.map_or(ttl_end, |end| end.min(ttl_end)),
             cred: fingerprint.to_string(),
+            idp: None,
         };
+        self.sign(claims)
+    }
+
+    /// How long a token lives.
+    pub fn ttl_seconds(&self) -> u64 {
+        self.ttl.as_secs()
+    }
+
+    /// A token for a single sign-on user, expiring after the TTL.
+    pub fn issue_sso(
+        &self,
+        username: &str,
+        identity: ProviderIdentity,
+        now: u64,
+    ) -> Result<Issued, TokenError> {
+        let claims = Claims {
+            iss: self.issuer.clone(),
+            sub: username.to_string(),
+            username: username.to_string(),
+            jti: uuid::Uuid::new_v4().to_string(),
+            iat: now,
+            exp: now.saturating_add(self.ttl.as_secs()),
+            cred: String::new(),
+            idp: Some(identity),
+        };
+        self.sign(claims)
+    }
+
+    /// `pending` signed with the signing key.
+    pub fn seal_pending_login(&self, mut pending: PendingLogin) -> Result<String, TokenError> {
+        pending.iss = self.pending_issuer();
+        let signing = self.keys.first().ok_or(TokenError::Signing)?;
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some(signing.kid.clone());
+        jsonwebtoken::encode(&header, &pending, &signing.encoding).map_err(|_| TokenError::Signing)
+    }
+
+    /// The pending login `sealed` holds, if we sealed it and it has not expired at `now`.
+    pub fn open_pending_login(&self, sealed: &str, now: u64) -> Result<PendingLogin, TokenError> {
+        let key = self.key_of(sealed)?;
+        let mut validation = self.validation.clone();
+        validation.set_issuer(&[self.pending_issuer()]);
+        validation.required_spec_claims = HashSet::from(["iss".to_string()]);
+        let pending = jsonwebtoken::decode::<PendingLogin>(sealed, &key.decoding, &validation)
+            .map_err(|_| TokenError::Foreign)?
+            .claims;
+        if pending.exp < now {
+            return Err(TokenError::Expired);
+        }
+        Ok(pending)
+    }
+
+    fn pending_issuer(&self) -> String {
+        format!("{}#oidc-login", self.issuer)
+    }
+
+    fn sign(&self, claims: Claims) -> Result<Issued, TokenError> {
         let signing = self.keys.first().ok_or(TokenError::Signing)?;
         let mut header = Header::new(Algorithm::HS256);
         header.kid = Some(signing.kid.clone());
@@ -273,6 +355,48 @@ mod tests {
     const NEW: &str = "fedcba9876543210fedcba9876543210";
 
     #[test]
+    fn a_pending_login_opens_only_as_sealed_and_is_never_taken_for_a_token() {
+        let tokens = service(OLD);
+        let pending = PendingLogin {
+            iss: String::new(),
+            state: "s".into(),
+            nonce: "n".into(),
+            verifier: "v".into(),
+            exp: NOW + 600,
+        };
+        let sealed = tokens.seal_pending_login(pending).unwrap();
+        let opened = tokens.open_pending_login(&sealed, NOW).unwrap();
+        assert_eq!(
+            (opened.state, opened.nonce, opened.verifier),
+            ("s".into(), "n".into(), "v".into())
+        );
+        assert_eq!(
+            tokens.open_pending_login(&sealed, NOW + 601),
+            Err(TokenError::Expired)
+        );
+        assert!(service(NEW).open_pending_login(&sealed, NOW).is_err());
+        assert!(tokens.verify(&sealed, NOW).is_err());
+        let token = tokens.issue("admin", NOW).unwrap().token;
+        assert!(tokens.open_pending_login(&token, NOW).is_err());
+    }
+
+    #[test]
+    fn a_single_sign_on_token_carries_the_providers_subject_and_groups() {
+        let tokens = service(OLD);
+        let identity = ProviderIdentity {
+            sub: "f3a1".into(),
+            groups: vec!["ceph-pools".into()],
+        };
+        let issued = tokens.issue_sso("alice", identity.clone(), NOW).unwrap();
+        assert_eq!(
+            tokens.verify(&issued.token, NOW).unwrap().idp,
+            Some(identity)
+        );
+        let local = tokens.issue("alice", NOW).unwrap();
+        assert!(tokens.verify(&local.token, NOW).unwrap().idp.is_none());
+    }
+
+    #[test]
     fn a_new_key_signs_while_the_old_one_still_verifies() {
         let before = with_keys(&[key("k1", OLD)], "clustergate");
         let old_token = before.issue("admin", NOW).unwrap().token;
@@ -306,6 +430,7 @@ mod tests {
                 iat: NOW,
                 exp: NOW + 10,
                 cred: String::new(),
+                idp: None,
             };
             let secret = EncodingKey::from_secret(OLD.as_bytes());
             jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &secret).unwrap()
@@ -434,6 +559,7 @@ mod tests {
                 iat: 0,
                 exp,
                 cred: String::new(),
+                idp: None,
             })
         };
         cache.remember("a", &claims(NOW + 10), NOW);

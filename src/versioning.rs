@@ -21,6 +21,15 @@ impl ApiVersion {
         self.major == client.major && client.minor <= self.minor
     }
 
+    /// `X.Y`, as scope tables write versions.
+    pub fn parse(text: &str) -> Option<ApiVersion> {
+        let (major, minor) = text.split_once('.')?;
+        Some(ApiVersion {
+            major: parse_number(major)?,
+            minor: parse_number(minor)?,
+        })
+    }
+
     pub fn media_type(self, vendor: &str) -> String {
         // Written piece by piece: through `format!` it cost 1,000 instructions, on every
         // forwarded request.
@@ -140,11 +149,7 @@ fn vendor_version(media_type: &str, vendor: &str) -> Option<ApiVersion> {
     let rest = strip_prefix_ignoring_case(rest, vendor)?;
     let rest = strip_prefix_ignoring_case(rest, ".api.v")?;
     let rest = strip_suffix_ignoring_case(rest, "+json")?;
-    let (major, minor) = rest.split_once('.')?;
-    Some(ApiVersion {
-        major: parse_number(major)?,
-        minor: parse_number(minor)?,
-    })
+    ApiVersion::parse(rest)
 }
 
 /// `text` without `prefix`, which it starts with in any ASCII case.

@@ -61,12 +61,16 @@ async fn the_document_has_the_backends_paths_the_gateways_auth_and_no_backend_ad
     let backend_paths = backend["paths"].as_object().unwrap();
     let paths = doc["paths"].as_object().unwrap();
     assert!(backend_paths.len() > 100, "{} paths", backend_paths.len());
+    // Every operation of the dashboard's, but those the gateway refuses whoever asks.
+    let mut left_out = Vec::new();
     for (path, item) in backend_paths {
-        let ours = paths.get(path).unwrap_or_else(|| panic!("{path} missing"));
         for method in item.as_object().unwrap().keys() {
-            assert!(ours.get(method).is_some(), "{method} {path} missing");
+            if paths.get(path).and_then(|ours| ours.get(method)).is_none() {
+                left_out.push(format!("{method} {path}"));
+            }
         }
     }
+    assert_eq!(left_out, ["post /api/user/{username}/change_password"]);
     for path in ["/api/auth", "/api/auth/check", "/api/auth/logout"] {
         assert!(
             doc["paths"][path]["post"].is_object(),
@@ -182,7 +186,7 @@ async fn the_docs_page_renders_the_operations_in_headless_chromium() {
                 &dom[..dom.len().min(2000)]
             )
         });
-    assert!(operations >= 195, "{operations} operations shown");
+    assert!(operations >= 193, "{operations} operations shown");
     for path in ["/api/pool", "/api/auth/check", "/api/host"] {
         assert!(dom.contains(path), "{path} not shown");
     }

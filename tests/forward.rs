@@ -152,7 +152,8 @@ async fn requests_without_a_usable_token_get_401_and_never_reach_the_backend() {
 }
 
 #[tokio::test]
-async fn accept_lists_forward_the_chosen_vendor_type_and_a_wildcard_gets_415() {
+async fn accept_lists_forward_the_best_version_the_operation_serves_and_others_get_415_at_the_edge()
+{
     let dash = Dashboard::shared();
     let gw = gateway(dash).start();
     let token = gw.login(ADMIN, ADMIN_PW).await;
@@ -175,45 +176,44 @@ async fn accept_lists_forward_the_chosen_vendor_type_and_a_wildcard_gets_415() {
         assert_eq!(r.status, 200, "Accept {accept}: {}", r.text());
         assert_eq!(r.content_type(), v("1.1"), "Accept {accept}");
     }
-    // /api/osd/settings is 0.1 only: which version was forwarded shows in the answer.
+    // /api/osd/settings is 0.1 only: the table knows it, so the gateway forwards the best
+    // type of the list the operation serves (the dashboard would answer any list 415).
     let r = get("/api/osd/settings", "application/vnd.ceph.api.v0.1+json").await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.content_type(), v("0.1"));
-    let chosen = [
-        // The highest q wins.
-        (
-            "application/vnd.ceph.api.v1.0+json;q=0.5, application/vnd.ceph.api.v0.1+json",
-            Some("0.1"),
-        ),
-        (
-            "application/vnd.ceph.api.v0.1+json;q=0.5, application/vnd.ceph.api.v1.0+json",
-            None,
-        ),
-        // Equal q: the highest version.
-        (
-            "application/vnd.ceph.api.v0.1+json, application/vnd.ceph.api.v1.0+json",
-            None,
-        ),
-        ("*/*;q=0.8, application/vnd.ceph.api.v0.1+json", Some("0.1")),
-    ];
-    for (accept, served) in chosen {
+    for accept in [
+        "application/vnd.ceph.api.v1.0+json;q=0.5, application/vnd.ceph.api.v0.1+json",
+        "application/vnd.ceph.api.v0.1+json;q=0.5, application/vnd.ceph.api.v1.0+json",
+        "application/vnd.ceph.api.v0.1+json, application/vnd.ceph.api.v1.0+json",
+        "*/*;q=0.8, application/vnd.ceph.api.v0.1+json",
+    ] {
         let r = get("/api/osd/settings", accept).await;
-        match served {
-            Some(version) => {
-                assert_eq!(r.status, 200, "Accept {accept}: {}", r.text());
-                assert_eq!(r.content_type(), v(version), "Accept {accept}");
-            }
-            None => {
-                // v1.0 was forwarded, and the dashboard says so.
-                assert_eq!(r.status, 415, "Accept {accept}: {}", r.text());
-                assert_eq!(
-                    r.json()["detail"],
-                    "Incorrect version: endpoint is '0.1', client requested '1.0'",
-                    "Accept {accept}"
-                );
-            }
-        }
+        assert_eq!(r.status, 200, "Accept {accept}: {}", r.text());
+        assert_eq!(r.content_type(), v("0.1"), "Accept {accept}");
     }
+    // Nothing it serves: the dashboard's 415, answered at the edge.
+    let before = gw.upstream_requests().await;
+    for (accept, requested) in [
+        ("application/vnd.ceph.api.v1.0+json", "1.0"),
+        (
+            "application/vnd.ceph.api.v9.9+json;q=0.5, application/vnd.ceph.api.v1.0+json",
+            "1.0",
+        ),
+    ] {
+        let r = get("/api/osd/settings", accept).await;
+        assert_eq!(r.status, 415, "Accept {accept}: {}", r.text());
+        assert_eq!(
+            r.json()["detail"],
+            format!("Incorrect version: endpoint is '0.1', client requested '{requested}'"),
+            "Accept {accept}"
+        );
+    }
+    let r = get("/api/health/minimal", "application/vnd.ceph.api.v9.9+json").await;
+    assert_unsupported_version(
+        &r,
+        "Incorrect version: endpoint is '1.0', client requested '9.9'",
+    );
+    assert_eq!(before, gw.upstream_requests().await, "a 415 was forwarded");
 }
 
 #[tokio::test]

@@ -1,11 +1,10 @@
 //! Each release's scope table against that release's real dashboard: for every operation
 //! of the table that needs a token (`/ui-api` included), the gateway refuses a read-only
 //! and a pool-manager user with 403 exactly when the dashboard itself refuses its users of
-//! those roles (the probe is tests/common/scope_probe.rs). 16.2's table is the shipped
-//! default and its users have the gateway's system roles; 18.2's and 20.2's tables are
-//! named in `access.scopes_file`, and their users have custom roles granting exactly what
-//! that dashboard's login answer lists for its users of those roles (20.2's read-only
-//! role reads `nvme-of` and `smb`, which the gateway's system roles do not grant).
+//! those roles (the probe is tests/common/scope_probe.rs). The gateway runs with its
+//! built-in tables and learns each dashboard's release; its users have the gateway's
+//! system roles, whose permissions must equal what that release's dashboard lists (20.2's
+//! read-only role reads `nvme-of` and `smb`, 16.2's and 18.2's have neither).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -62,36 +61,55 @@ async fn dashboard_permissions(dash: &Dashboard, user: &str) -> Value {
         .send(Method::POST, "/api/auth", None, V1, Some(&body))
         .await;
     assert_eq!(r.status, 201, "dashboard login {user}: {}", r.text());
-    r.json()["permissions"].clone()
+    sorted(&r.json()["permissions"])
 }
 
-/// A gateway in front of `release`'s shared dashboard with that release's table, its
-/// probed users holding custom roles copied from the dashboard's login answers.
+/// A `permissions` object with each scope's list sorted: the dashboard lists a role's
+/// permissions in the order its definition names them, the gateway alphabetically (clients
+/// read membership).
+fn sorted(permissions: &Value) -> Value {
+    let mut sorted = permissions.clone();
+    for list in sorted.as_object_mut().expect("an object").values_mut() {
+        if let Some(list) = list.as_array_mut() {
+            list.sort_by_key(|p| p.as_str().unwrap_or_default().to_string());
+        }
+    }
+    sorted
+}
+
+/// A gateway in front of `release`'s shared dashboard with its built-in tables (it learns
+/// the release from the manager) and the dashboard's users with the gateway's own system
+/// roles of the same names: its login and check answers list what that release's
+/// dashboard lists for them, and it refuses what that dashboard refuses.
 async fn probe_release(release: &'static str) {
     let dash = Dashboard::shared_release(release);
-    let table = scope_table(release);
-    let mut roles = String::new();
-    let mut gw = Gateway::new();
-    for (user, password) in PROBED {
-        let role = format!("ceph-{release}-{user}");
-        let permissions = dashboard_permissions(dash, user).await;
-        roles.push_str(&format!(
-            "[[roles]]\nname = {role:?}\n[roles.scopes_permissions]\n"
-        ));
-        for (scope, granted) in permissions.as_object().expect("a permissions object") {
-            roles.push_str(&format!("{scope:?} = {granted}\n"));
-        }
-        gw = gw.user(User::new(user, password, &[role.as_str()]));
+    let gw = Gateway::with_dashboard_users().upstream(dash).start();
+    let metrics = gw.metrics().await;
+    let gauge = format!("release=\"{release}\",server=");
+    assert!(
+        metrics.contains("clustergate_upstream_release_info{") && metrics.contains(&gauge),
+        "the gateway did not learn Ceph {release}: {metrics}"
+    );
+    for (user, password) in [
+        (ADMIN, ADMIN_PW),
+        (VIEWER, VIEWER_PW),
+        (POOLMGR, POOLMGR_PW),
+    ] {
+        let expected = dashboard_permissions(dash, user).await;
+        let login = gw.try_login(user, password).await;
+        assert_eq!(login.status, 201, "{}", login.text());
+        let login = login.json();
+        assert_eq!(
+            login["permissions"], expected,
+            "Ceph {release}: {user}'s login"
+        );
+        let token = login["token"].as_str().expect("a token");
+        let check = gw.check(token).await.json();
+        assert_eq!(
+            check["permissions"], expected,
+            "Ceph {release}: {user}'s check"
+        );
     }
-    let gw = gw
-        .file("roles.toml", &roles)
-        .extra_toml("auth", "roles_file = \"roles.toml\"")
-        .upstream(dash)
-        .extra_toml(
-            "access",
-            &format!("scopes_file = {:?}", table.display().to_string()),
-        )
-        .start();
     probe_and_check(&gw, dash).await;
 }
 

@@ -16,10 +16,7 @@
 mod common;
 
 use std::fs;
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -30,37 +27,11 @@ const LOCKOUT_SECONDS: u64 = 4;
 /// The user scenario 3 locks out (an administrator, apart from the other scenarios' users).
 const LOCKED: &str = "locked";
 const LOCKED_PW: &str = "L0cked-Ceph-Pass";
-const CHROMIUM: &str = "/usr/bin/chromium";
 /// The whole driver run; it normally takes 1.5-2 minutes.
 const DRIVER_DEADLINE: Duration = Duration::from_secs(600);
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn found(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// What the browser test runs with, installed by `deploy/install-deps.sh --test` (never
-/// here: a test installs nothing): Debian's chromium and node, and playwright-core (which
-/// downloads no browser) in tests/ui/node_modules.
-fn assert_installed(ui: &Path) {
-    let driver = ui.join("node_modules/playwright-core/package.json");
-    for (present, what) in [
-        (Path::new(CHROMIUM).exists(), CHROMIUM),
-        (found("node"), "node"),
-        (driver.exists(), "tests/ui/node_modules/playwright-core"),
-    ] {
-        assert!(
-            present,
-            "{what} is missing: run deploy/install-deps.sh --test"
-        );
-    }
 }
 
 /// The screenshots' folder, emptied.
@@ -71,40 +42,10 @@ fn screenshot_dir() -> PathBuf {
     dir
 }
 
-/// Runs the driver with a deadline; its process group (node and the browser it started) is
-/// killed when the deadline passes. Returns the exit status and everything it printed.
-fn run_driver(mut cmd: Command) -> (Option<i32>, String) {
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(log.reopen().unwrap())
-        .stderr(log.reopen().unwrap())
-        .process_group(0)
-        .spawn()
-        .expect("run node tests/ui/driver.js");
-    let deadline = Instant::now() + DRIVER_DEADLINE;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        if Instant::now() > deadline {
-            let group = format!("-{}", child.id());
-            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let mut output = String::new();
-    log.reopen().unwrap().read_to_string(&mut output).unwrap();
-    (status, output)
-}
-
 #[test]
 fn the_dashboards_web_ui_works_through_the_gateway() {
     let started = Instant::now();
-    let ui = repo().join("tests/ui");
-    assert_installed(&ui);
+    assert_browser_installed();
 
     let dash = Dashboard::dedicated(DashboardOptions {
         standby: true,
@@ -127,14 +68,7 @@ fn the_dashboards_web_ui_works_through_the_gateway() {
         !readme_shot.exists() || std::env::var("CG_UI_UPDATE_SCREENSHOT").as_deref() == Ok("1");
     let failover = serde_json::json!([repo().join("deploy/ceph-dev/mgr.sh"), &dash.dir, "fail"]);
 
-    let mut cmd = Command::new("node");
-    cmd.arg(ui.join("driver.js")).current_dir(&ui);
-    // The Ceph harness's own variables are set per call, never inherited (as in common).
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("CG_CEPH_") {
-            cmd.env_remove(key);
-        }
-    }
+    let mut cmd = driver_command("driver.js");
     cmd.env("CG_UI_URL", gw.url(""))
         .env("CG_UI_CERT_FILE", gw.state_dir().join("tls/cert.pem"))
         .env("CG_UI_DASHBOARD_URLS", dash.urls().join(" "))
@@ -147,12 +81,11 @@ fn the_dashboards_web_ui_works_through_the_gateway() {
         .env("CG_UI_LOCKOUT_ATTEMPTS", LOCKOUT_ATTEMPTS.to_string())
         .env("CG_UI_LOCKOUT_SECONDS", LOCKOUT_SECONDS.to_string())
         .env("CG_UI_FAILOVER", failover.to_string())
-        .env("CG_UI_OUT", &shots)
-        .env("CG_UI_CHROMIUM", CHROMIUM);
+        .env("CG_UI_OUT", &shots);
     if update_shot {
         cmd.env("CG_UI_README_SCREENSHOT", &readme_shot);
     }
-    let (status, output) = run_driver(cmd);
+    let (status, output) = run_driver(cmd, DRIVER_DEADLINE);
     println!("{output}");
     println!(
         "ui_browser: {:.1?} in all (dashboard with standby, gateway, browser); screenshots in {}",

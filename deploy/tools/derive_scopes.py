@@ -223,8 +223,22 @@ def documented(ctrls, method, template):
         handler = getattr(endpoint.inst, endpoint.action)
         facts = handler_facts(endpoint.inst, handler)
         facts['handler'] = f'{endpoint.ctrl.__name__}.{endpoint.action}'
+        facts['version'] = endpoint_version(endpoint)
         out.append(facts)
     return out
+
+
+def endpoint_version(endpoint):
+    """The API version the endpoint's request wrapper checks ('' for none), as text."""
+    config = endpoint.config or {}
+    version = config.get('version')
+    # A proxy endpoint (the web UI's files) is served as it is, without the request
+    # wrapper that checks the version.
+    if version is None or config.get('proxy'):
+        return ''
+    if hasattr(version, 'major'):
+        return f'{version.major}.{version.minor}'
+    return str(version)  # early pacific: versions were strings
 
 
 def openapi_operations(spec):
@@ -247,6 +261,14 @@ def derive(ctrls, mapper, spec):
                             '(OpenAPI document from another version?)')
             continue
         key = (eff['secure'], eff['scope'], tuple(eff['perms']))
+        versions = {doc['version'] for doc in docs if doc['handler'] == eff['handler']}
+        versions = versions or {doc['version'] for doc in docs}
+        if len(versions) > 1:
+            problems.append(f'{method} {path}: handlers with several versions {versions}')
+        version = versions.pop() if versions else None
+        if version is None:
+            problems.append(f'{method} {path}: no documented endpoint says its version')
+            version = ''
         for doc in docs:
             if (doc['secure'], doc['scope'], tuple(doc['perms'])) != key:
                 problems.append(f'{method} {path}: documented handler {doc["handler"]} '
@@ -270,6 +292,7 @@ def derive(ctrls, mapper, spec):
             scope, permission = '', ''
         rows.append({'method': method, 'path': path, 'scope': scope,
                      'permission': permission, 'public': not eff['secure'],
+                     'version': version,
                      'handler': eff['handler'], 'module': eff['module']})
     rows.sort(key=lambda r: (r['path'], r['method']))
     return rows, problems, notes
@@ -326,6 +349,8 @@ def render(rows, ceph_version, openapi_name, all_scopes):
         '#   scope       security scope, or "" when any valid token is enough',
         '#   permission  read | create | update | delete; "" when scope is ""',
         '#   public      true: the dashboard needs no token at all (secure=False)',
+        '#   version     the API version the operation serves (Accept: application/',
+        '#               vnd.ceph.api.vX.Y+json; X equal, Y at most); "" for none',
         '# The comment after [[operation]] names the dashboard handler that runs;',
         '# "!" marks a permission that differs from the HTTP method default',
         '# (GET read, POST create, PUT update, DELETE delete).',
@@ -350,6 +375,7 @@ def render(rows, ceph_version, openapi_name, all_scopes):
             f'scope = {toml_str(r["scope"])}',
             f'permission = {toml_str(r["permission"])}',
             f'public = {"true" if r["public"] else "false"}',
+            f'version = {toml_str(r["version"])}',
             '',
         ]
     return '\n'.join(lines)

@@ -4,6 +4,7 @@
 //! (403), the role (403), the version (415). The operation table (`table`) says what each
 //! dashboard operation needs.
 
+mod releases;
 mod table;
 
 use std::sync::Arc;
@@ -11,15 +12,19 @@ use std::sync::Arc;
 use http::{HeaderMap, Method};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
+pub use releases::{ReleaseTables, TableChoice};
 pub use table::{AccessError, AccessTable, Lookup, OperationId, Requirement};
 
 use crate::auth::Auth;
+use crate::ceph_release::CephRelease;
 use crate::edge::request::joined_header;
 use crate::errors::GatewayError;
 use crate::forward::Forward;
 use crate::routes::Route;
 use crate::state::UnixTime;
-use crate::versioning::{self, ApiVersion};
+use crate::token_redaction;
+use crate::users::RoleEdition;
+use crate::versioning::{self, ApiVersion, Negotiated};
 
 /// The methods the dashboard's operations use; others are refused before any check
 /// (`delete` or `BREW` would otherwise be checked as a read).
@@ -48,23 +53,31 @@ pub struct Request<'a> {
     pub path: &'a str,
     pub query: Option<&'a str>,
     pub headers: &'a HeaderMap,
+    /// The system roles of the manager's release.
+    pub edition: RoleEdition,
 }
 
 impl<'a> Request<'a> {
-    pub fn of(header: &'a pingora::http::RequestHeader, route: Route, path: &'a str) -> Self {
+    pub fn of(
+        header: &'a pingora::http::RequestHeader,
+        route: Route,
+        path: &'a str,
+        edition: RoleEdition,
+    ) -> Self {
         Request {
             route,
             method: &header.method,
             path,
             query: header.uri.query(),
             headers: &header.headers,
+            edition,
         }
     }
 }
 
-/// The table and what checking it needs.
+/// The tables and what checking them needs.
 pub struct Admission {
-    table: AccessTable,
+    tables: ReleaseTables,
     auth: Arc<Auth>,
     vendor: String,
     /// The v1.0 media type, which the dashboard's own clients send alone: taken as it is.
@@ -76,7 +89,7 @@ pub struct Admission {
 
 impl Admission {
     pub fn new(
-        table: AccessTable,
+        tables: ReleaseTables,
         auth: Arc<Auth>,
         vendor: String,
         service_account: Option<&str>,
@@ -84,7 +97,7 @@ impl Admission {
         let service_account_path = service_account
             .map(|name| format!("/api/user/{}", utf8_percent_encode(name, PATH_SEGMENT)));
         Admission {
-            table,
+            tables,
             auth,
             usual_media_type: ApiVersion::V1_0.media_type(&vendor).into(),
             vendor,
@@ -92,14 +105,27 @@ impl Admission {
         }
     }
 
-    /// The operation of the table `method path` matches, and what it needs.
-    pub fn lookup(&self, method: &Method, path: &str) -> Lookup {
-        self.table.lookup(method, path)
+    /// The table for a manager running `manager` (`None`: not known).
+    pub fn table_for(&self, manager: Option<CephRelease>) -> TableChoice {
+        self.tables.choose(manager)
+    }
+
+    /// The operation of the `choice` table `method path` matches, and what it needs.
+    pub fn lookup(&self, choice: TableChoice, method: &Method, path: &str, route: Route) -> Lookup {
+        self.tables
+            .lookup(choice, method, path, route == Route::Api)
+    }
+
+    /// Whether the gateway forwards the operation `method template` (an OpenAPI path
+    /// template) of the `choice` table to someone: not closed, not refused, known.
+    pub fn offers(&self, choice: TableChoice, method: &Method, template: &str) -> bool {
+        let lookup = self.tables.lookup(choice, method, template, true);
+        lookup.operation.is_some() && lookup.requirement.is_ok()
     }
 
     /// The template of an operation `lookup` found, e.g. `/api/pool/{pool_name}`.
     pub fn template(&self, id: OperationId) -> &str {
-        self.table.template(id)
+        self.tables.template(id)
     }
 
     /// The forwarding decision, or the refusal, given the request's `lookup`. API paths
@@ -131,14 +157,18 @@ impl Admission {
             return Err(GatewayError::NotOffered);
         }
         if let Some(user) = &user {
-            AccessTable::authorize(user, requirement).map_err(refused)?;
+            AccessTable::authorize(user, requirement, request.edition).map_err(refused)?;
         }
-        let accept = self.media_type(&request)?;
+        let accept = self.media_type(&request, lookup.version)?;
         let path_and_query = match request.query {
             Some(query) => format!("{}?{query}", request.path),
             None => request.path.to_string(),
         };
+        let redact_tokens = lookup.operation.is_some_and(|id| {
+            token_redaction::carries_tokens(request.method, self.tables.template(id))
+        });
         Ok(Forward {
+            redact_tokens,
             path_and_query,
             user,
             user_token,
@@ -146,18 +176,34 @@ impl Admission {
         })
     }
 
-    /// The single media type the dashboard gets for an API path, from the client's Accept.
-    fn media_type(&self, request: &Request<'_>) -> Result<Option<Arc<str>>, GatewayError> {
+    /// The single media type the dashboard gets for an API path, from the client's Accept:
+    /// one the operation serves when the table knows its `version` (else the dashboard's
+    /// 415, answered here), the client's preferred one when it does not.
+    fn media_type(
+        &self,
+        request: &Request<'_>,
+        version: Option<ApiVersion>,
+    ) -> Result<Option<Arc<str>>, GatewayError> {
         if request.route != Route::Api {
             return Ok(None);
         }
         let accept = joined_header(request.headers, http::header::ACCEPT);
+        let usual = accept.as_deref() == Some(&*self.usual_media_type);
         // (negotiating it would cost 2,000 instructions, on nearly every request)
-        if accept.as_deref() == Some(&*self.usual_media_type) {
+        if usual && version.is_none_or(|v| v.serves(ApiVersion::V1_0)) {
             return Ok(Some(Arc::clone(&self.usual_media_type)));
         }
-        let version = versioning::choose(accept.as_deref(), &self.vendor)?;
-        Ok(Some(version.media_type(&self.vendor).into()))
+        let chosen = match version {
+            Some(endpoint) => {
+                match versioning::negotiate(accept.as_deref(), &self.vendor, endpoint, false)? {
+                    Negotiated::Vendor(version) => version,
+                    // (`plain_ok` false: never)
+                    Negotiated::Plain => endpoint,
+                }
+            }
+            None => versioning::choose(accept.as_deref(), &self.vendor)?,
+        };
+        Ok(Some(chosen.media_type(&self.vendor).into()))
     }
 
     fn changes_service_account(&self, method: &Method, path: &str) -> bool {

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use http::Method;
 
 use crate::config::OperationRule;
-use crate::users::{Permission, Scope, User};
+use crate::users::{Permission, RoleEdition, Scope, User};
+use crate::versioning::ApiVersion;
 
 /// What a request needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,17 +57,23 @@ struct Operation {
     /// `None`: public on the dashboard but closed at the gateway.
     requirement: Option<Requirement>,
     not_offered: bool,
+    version: Option<ApiVersion>,
 }
 
-/// Which operation of the table a request matched (what the logs name it by).
+/// Which operation of which release's table a request matched (what the logs name it by).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OperationId(usize);
+pub struct OperationId {
+    pub(super) table: usize,
+    index: usize,
+}
 
-/// What a lookup found: the operation the path matched, if any, and what the request needs.
+/// What a lookup found: the operation the path matched, if any, what the request needs,
+/// and the API version the operation serves (`None`: not known at the edge).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lookup {
     pub operation: Option<OperationId>,
     pub requirement: Result<Requirement, AccessError>,
+    pub version: Option<ApiVersion>,
 }
 
 /// The compiled table. Nearly every operation starts with `/api`, so operations are
@@ -76,6 +83,8 @@ pub struct Lookup {
 pub struct AccessTable {
     operations: Vec<Operation>,
     by_prefix: PrefixNode,
+    /// Its place among the releases' tables (`OperationId::table`).
+    position: usize,
 }
 
 /// A node of the literal-prefix index: the operations whose template's literal segments
@@ -114,6 +123,7 @@ impl AccessTable {
                         .count(),
                     segments,
                     not_offered: rule.closed,
+                    version: rule.version,
                     requirement: match (rule.public, rule.open, rule.scope) {
                         (true, true, _) => Some(Requirement::Open),
                         (true, false, _) => None,
@@ -132,7 +142,13 @@ impl AccessTable {
         AccessTable {
             operations,
             by_prefix,
+            position: 0,
         }
+    }
+
+    /// This table at `position` among the releases' tables.
+    pub fn placed(self, position: usize) -> AccessTable {
+        AccessTable { position, ..self }
     }
 
     /// The operations that may match `path`, with their index: those stored along its
@@ -156,7 +172,7 @@ impl AccessTable {
     /// The template of an operation a lookup found.
     pub fn template(&self, id: OperationId) -> &str {
         self.operations
-            .get(id.0)
+            .get(id.index)
             .map_or("", |op| op.template.as_str())
     }
 
@@ -180,20 +196,33 @@ impl AccessTable {
                     return Lookup {
                         operation: None,
                         requirement: Err(AccessError::UnknownPath),
+                        version: None,
                     }
                 }
             },
         };
         Lookup {
-            operation: Some(OperationId(index)),
+            operation: Some(OperationId {
+                table: self.position,
+                index,
+            }),
             requirement: requirement_of(op, method, exact),
+            // Another method's operation on the path: its version says nothing.
+            version: op.version.filter(|_| exact),
         }
     }
 
-    /// Decides whether `user` may do what `requirement` asks.
-    pub fn authorize(user: &User, requirement: Requirement) -> Result<(), AccessError> {
+    /// Decides whether `user`, by the system roles of `edition`, may do what `requirement`
+    /// asks.
+    pub fn authorize(
+        user: &User,
+        requirement: Requirement,
+        edition: RoleEdition,
+    ) -> Result<(), AccessError> {
         match requirement {
-            Requirement::Scoped(scope, permission) if !user.grants.allows(scope, permission) => {
+            Requirement::Scoped(scope, permission)
+                if !user.grants.allows(edition, scope, permission) =>
+            {
                 Err(AccessError::Forbidden(scope, permission))
             }
             _ => Ok(()),
@@ -281,6 +310,7 @@ mod tests {
             public: false,
             open: false,
             closed: false,
+            version: None,
         }
     }
 
@@ -328,6 +358,7 @@ mod tests {
             roles: vec![role],
             grants: Grants::of(&[role]),
             enabled: true,
+            provider_subject: None,
         })
     }
 
@@ -489,8 +520,13 @@ mod tests {
     #[test]
     fn read_only_users_may_read_but_not_create() {
         let t = table();
-        let decide =
-            |u: &User, m: Method, p: &str| AccessTable::authorize(u, t.requirement(&m, p).unwrap());
+        let decide = |u: &User, m: Method, p: &str| {
+            AccessTable::authorize(
+                u,
+                t.requirement(&m, p).unwrap(),
+                crate::users::RoleEdition::Pacific,
+            )
+        };
         let viewer = user(Role::ReadOnly);
         assert!(decide(&viewer, Method::GET, "/api/pool").is_ok());
         assert_eq!(
@@ -505,7 +541,7 @@ mod tests {
     fn the_shipped_table_answers_like_the_dashboard() {
         let dir = tempfile::tempdir().unwrap();
         let shipped = crate::config::shipped_for_tests(dir.path());
-        let table = AccessTable::new(&shipped.access.operations);
+        let table = AccessTable::new(&shipped.access.tables[0].operations);
         let scoped = |s, p| Ok(Requirement::Scoped(s, p));
         let cases = [
             ("POST", "/api/pool", scoped(Scope::Pool, Permission::Create)),
@@ -549,5 +585,28 @@ mod tests {
                 "{method} {path}"
             );
         }
+    }
+
+    /// Each release's table carries the versions its dashboard checks (they moved).
+    #[test]
+    fn the_shipped_tables_carry_each_operations_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let shipped = crate::config::shipped_for_tests(dir.path());
+        let version = |table: usize, method: &str, path: &str| {
+            let method = Method::from_bytes(method.as_bytes()).unwrap();
+            let table = AccessTable::new(&shipped.access.tables[table].operations);
+            table.lookup(&method, path).version.map(|v| v.to_string())
+        };
+        let v = |s: &str| Some(s.to_string());
+        assert_eq!(version(2, "GET", "/api/crush_rule"), v("2.0"));
+        assert_eq!(version(2, "GET", "/api/host"), v("1.3"));
+        assert_eq!(version(2, "GET", "/api/host/node1"), v("1.2"));
+        assert_eq!(version(2, "GET", "/api/osd"), v("1.1"));
+        assert_eq!(version(2, "GET", "/api/health/minimal"), v("1.0"));
+        assert_eq!(version(1, "GET", "/api/osd"), v("1.1"));
+        assert_eq!(version(0, "GET", "/api/health/minimal"), v("1.0"));
+        // Another method's operation on the path: the dashboard decides.
+        assert_eq!(version(2, "PATCH", "/api/health/minimal"), None);
+        assert_eq!(version(2, "GET", "/docs/api.json"), None);
     }
 }

@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use http::{Response, StatusCode};
 use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 
+use crate::access::Admission;
 use crate::observe::audit::Audit;
 use crate::observe::logs::LogWriter;
 use crate::observe::metrics::Metrics;
@@ -19,6 +21,8 @@ use crate::upstream::Upstreams;
 /// The admin listener's application.
 pub struct AdminApp {
     pub metrics: Arc<Metrics>,
+    /// Which table each manager's release gets (for the release gauge).
+    pub admission: Arc<ArcSwap<Admission>>,
     pub upstreams: Arc<Upstreams>,
     pub readiness: Arc<Readiness>,
     pub stores: Stores,
@@ -47,7 +51,12 @@ impl Answer {
 impl AdminApp {
     fn metrics(&self) -> Answer {
         self.metrics.observe_state(&self.stores.health);
-        self.upstreams.observe(&self.metrics);
+        let admission = self.admission.load();
+        let table_of = |release| {
+            let table = admission.table_for(Some(release)).release;
+            table.map_or("custom".to_string(), |r| r.to_string())
+        };
+        self.upstreams.observe(&self.metrics, &table_of);
         self.metrics
             .logs
             .observe(self.log_writer.dropped_lines(), self.audit.write_errors());

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::access::AccessTable;
+use crate::access::ReleaseTables;
 use crate::config::{AccessConfig, AuthConfig, AuthSource, Config, UsersConfig};
 use crate::secrets::{self, SecretError};
 use crate::tokens::{SigningKey, TokenService};
@@ -28,7 +28,7 @@ pub enum PartsError {
 pub struct Reloadable {
     pub users: UserDb,
     pub tokens: TokenService,
-    pub table: AccessTable,
+    pub tables: ReleaseTables,
 }
 
 impl Reloadable {
@@ -40,7 +40,7 @@ impl Reloadable {
         Ok(Reloadable {
             users: user_db(&config.users, started.auth.source, state_dir)?,
             tokens: TokenService::new(&keys, config.auth.issuer.clone(), config.auth.token_ttl),
-            table: table(&config.access),
+            tables: tables(&config.access),
         })
     }
 }
@@ -82,16 +82,15 @@ fn user_db(
     Ok(user_db)
 }
 
-fn table(access: &AccessConfig) -> AccessTable {
-    let table = AccessTable::new(&access.operations);
+fn tables(access: &AccessConfig) -> ReleaseTables {
+    let tables = ReleaseTables::new(access);
     tracing::info!(
-        operations = table.len(),
+        operations = %tables.describe(),
         file = %access
             .scopes_file
             .as_deref()
             .map_or("built in".into(), |f| f.display().to_string()),
-        ceph_version = access.ceph_version.as_deref().unwrap_or("unknown"),
-        "scope table loaded"
+        "scope tables loaded"
     );
-    table
+    tables
 }

@@ -26,7 +26,7 @@ use super::parts::{PartsError, Reloadable};
 use super::restart::needs_restart;
 use crate::access::Admission;
 use crate::auth::Auth;
-use crate::config::{self, Config, ConfigErrors, TlsMode};
+use crate::config::{self, Config, ConfigErrors, RoleMap, TlsMode};
 use crate::observe::audit::Audit;
 use crate::observe::logs::{LogError, LogLevel};
 use crate::observe::metrics::Metrics;
@@ -97,6 +97,8 @@ struct Prepared {
     certificate: Option<(Arc<pingora::tls::sign::CertifiedKey>, i64)>,
     /// The new `log.level`'s filter, when it changed (and `RUST_LOG` does not set it).
     log_filter: Option<tracing_subscriber::EnvFilter>,
+    /// `oidc.role_map`, when single sign-on is on (the provider itself needs a restart).
+    role_map: Option<RoleMap>,
 }
 
 impl Reloader {
@@ -170,10 +172,10 @@ impl Reloader {
         let Reloadable {
             users,
             tokens,
-            table,
+            tables,
         } = Reloadable::build(new, running)?;
         let admission = Admission::new(
-            table,
+            tables,
             self.live.auth.clone(),
             running.api.vendor.clone(),
             self.account_name.as_deref(),
@@ -202,6 +204,7 @@ impl Reloader {
             backends,
             certificate,
             log_filter,
+            role_map: new.oidc.as_ref().map(|o| o.role_map.clone()),
         })
     }
 
@@ -210,6 +213,10 @@ impl Reloader {
         live.auth.users.store(Arc::new(prepared.users));
         live.auth.tokens.store(Arc::new(prepared.tokens));
         live.admission.store(Arc::new(prepared.admission));
+        if let (Some(provider), Some(role_map)) = (&live.auth.oidc, prepared.role_map) {
+            // Provider tokens are mapped on every request: the next one gets the new roles.
+            provider.role_map.store(Arc::new(role_map));
+        }
         // The metrics read the backends at each scrape: a server taken off goes with them.
         if let Some(backends) = prepared.backends {
             live.upstreams.replace_backends(backends);

@@ -7,7 +7,8 @@
 use std::mem::discriminant;
 
 use crate::config::{
-    ApiConfig, AuthConfig, Config, LogConfig, MetricsConfig, ServerConfig, UpstreamConfig,
+    ApiConfig, AuthConfig, Config, LogConfig, MetricsConfig, OidcConfig, ServerConfig,
+    UpstreamConfig,
 };
 
 /// The settings of `running` that `new` changes but only a restart applies, by key.
@@ -21,6 +22,7 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
         auth,
         users: _,
         upstream,
+        oidc,
         access: _,
         state,
         log,
@@ -34,6 +36,10 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
     match (upstream, &new.upstream) {
         (Some(a), Some(b)) => changed.upstream(a, b),
         (a, b) => changed.key("upstream", a.is_some() != b.is_some()),
+    }
+    match (oidc, &new.oidc) {
+        (Some(a), Some(b)) => changed.oidc(a, b),
+        (a, b) => changed.key("oidc", a.is_some() != b.is_some()),
     }
     // Every store setting: the stores and their connections are made once.
     changed.key("state", *state != new.state);
@@ -116,6 +122,46 @@ impl Changed {
             "auth.max_concurrent_hashes, auth.max_queued_logins",
             (*max_concurrent_hashes, *max_queued_logins)
                 != (b.max_concurrent_hashes, b.max_queued_logins),
+        );
+    }
+
+    /// The group-to-role map is reloaded; the provider, the client and what a token must be
+    /// are fixed for the process (its key set and its logins are built on them).
+    fn oidc(&mut self, a: &OidcConfig, b: &OidcConfig) {
+        let OidcConfig {
+            issuer,
+            client_id,
+            client_secret,
+            scopes,
+            redirect_path,
+            username_claim,
+            roles_claim,
+            role_map: _,
+            algorithms,
+            audience,
+            clock_skew,
+            local_login,
+            ca_certificates,
+            keys,
+        } = a;
+        self.key("oidc.issuer", *issuer != b.issuer);
+        self.key(
+            "oidc.client_id, oidc.client_secret_file, oidc.scopes, oidc.redirect_path",
+            (client_id, client_secret, scopes, redirect_path)
+                != (&b.client_id, &b.client_secret, &b.scopes, &b.redirect_path),
+        );
+        self.key(
+            "oidc.username_claim, oidc.roles_claim",
+            (username_claim, roles_claim) != (&b.username_claim, &b.roles_claim),
+        );
+        self.key(
+            "oidc.algorithms, oidc.audience, oidc.clock_skew_seconds",
+            (algorithms, audience, clock_skew) != (&b.algorithms, &b.audience, &b.clock_skew),
+        );
+        self.key("oidc.local_login", *local_login != b.local_login);
+        self.key(
+            "oidc.ca_file, oidc.jwks_*",
+            (ca_certificates, keys) != (&b.ca_certificates, &b.keys),
         );
     }
 

@@ -26,7 +26,7 @@ use crate::access::Admission;
 use crate::answer_cache::AnswerCache;
 use crate::auth::{Auth, DashboardAccounts, RefusalFloor};
 use crate::config::{
-    Config, ServerConfig, TlsMode, UpstreamConfig, UpstreamIdentity, UpstreamTrust,
+    Config, OidcConfig, ServerConfig, TlsMode, UpstreamConfig, UpstreamIdentity, UpstreamTrust,
 };
 use crate::docs::Docs;
 use crate::edge::connections::ClientConnections;
@@ -34,13 +34,15 @@ use crate::observe::access_log::AccessLog;
 use crate::observe::audit::{Audit, AuditError};
 use crate::observe::logs::LogHandles;
 use crate::observe::metrics::Metrics;
+use crate::oidc::fetch::HttpFetch;
+use crate::oidc::{KeyRefresher, Provider};
 use crate::proxy::Gateway;
 use crate::readiness::{DrainThenStop, Readiness};
 use crate::secrets::{self, SecretError};
 use crate::state::{StateError, Stores};
 use crate::tls::{self, ServingCert, TlsError};
 use crate::upstream::credentials::ServiceAccount;
-use crate::upstream::health::HealthChecker;
+use crate::upstream::health::{HealthChecker, ReleaseLearned};
 use crate::upstream::{UpstreamError, Upstreams};
 use crate::users::PasswordChecker;
 use crate::versioning::ApiVersion;
@@ -124,6 +126,7 @@ fn build(
         auth: auth_config,
         users: _,
         upstream,
+        oidc,
         access: _,
         state,
         log,
@@ -146,6 +149,13 @@ fn build(
     }
     let tls_on = certificate.is_some();
     let stores = state.build().map_err(StartError::State)?;
+    let public_url = server_config.public_url.as_deref().unwrap_or_default();
+    let provider = oidc
+        .as_ref()
+        .map(|config| sso_provider(config, public_url, &metrics));
+    if provider.is_some() && identity == UpstreamIdentity::User {
+        tracing::warn!("upstream.identity = \"user\": single sign-on users have no dashboard password, so the dashboards see the service account on their requests (README, Single sign-on)");
+    }
     let dashboards = match upstream {
         Some(upstream) => Some(dashboards(
             upstream,
@@ -183,10 +193,11 @@ fn build(
             _ => None,
         },
         refusal_floor: RefusalFloor::default(),
+        oidc: provider.clone(),
     });
     let account_name = dashboards.as_ref().map(|d| d.account_name.clone());
     let admission = Arc::new(ArcSwap::from_pointee(Admission::new(
-        reloadable.table,
+        reloadable.tables,
         auth.clone(),
         api.vendor.clone(),
         account_name.as_deref(),
@@ -194,7 +205,11 @@ fn build(
     let upstreams = dashboards
         .as_ref()
         .map_or_else(|| Arc::new(Upstreams::none()), |d| d.upstreams.clone());
-    let readiness = Arc::new(Readiness::new(upstreams.clone(), stores.health.clone()));
+    let readiness = Arc::new(Readiness::new(
+        upstreams.clone(),
+        stores.health.clone(),
+        provider.clone(),
+    ));
 
     let options = Opt {
         upgrade: start.upgrade,
@@ -207,6 +222,7 @@ fn build(
         upstreams: d.upstreams.clone(),
         account: d.account.clone(),
         interval: d.health_interval,
+        release_learned: release_learned(admission.clone()),
     });
     let (account, docs) = match dashboards {
         Some(d) => (Some(d.account), Some(d.docs)),
@@ -227,7 +243,7 @@ fn build(
     let reloader = Reloader::new(live, metrics.clone(), running, account_name);
     let gateway = Gateway {
         auth,
-        admission,
+        admission: admission.clone(),
         upstreams: upstreams.clone(),
         account,
         docs,
@@ -248,6 +264,7 @@ fn build(
     )?);
     let admin = AdminApp {
         metrics,
+        admission: admission.clone(),
         upstreams,
         readiness: readiness.clone(),
         stores: stores.clone(),
@@ -259,6 +276,10 @@ fn build(
         server.add_service(background_service("dashboard health checks", health));
     }
     server.add_service(background_service("configuration reload", reloader));
+    if let Some(provider) = provider {
+        let refresher = KeyRefresher { provider };
+        server.add_service(background_service("identity provider keys", refresher));
+    }
     match Invocation::current() {
         Some(invocation) => {
             server.add_service(background_service(
@@ -386,9 +407,29 @@ fn dashboards(
     })
 }
 
+/// The identity provider of `[oidc]`; its keys are fetched by a background service.
+fn sso_provider(config: &OidcConfig, public_url: &str, metrics: &Arc<Metrics>) -> Arc<Provider> {
+    let fetch = Arc::new(HttpFetch::new(config.ca_certificates.clone()));
+    tracing::info!(issuer = %config.issuer.text, local_login = config.local_login, "single sign-on: the identity provider's tokens are accepted");
+    Arc::new(Provider::new(config, public_url, fetch, metrics.clone()))
+}
+
 /// Fails fast on a port in use: pingora would retry for 30 s, then only panic a thread.
 fn check_free(key: &'static str, addr: SocketAddr) -> Result<(), StartError> {
     TcpListener::bind(addr)
         .map(drop)
         .map_err(|source| StartError::Bind { key, addr, source })
+}
+
+/// Logs which table a manager's release gives it: its own, or the nearest lower one.
+fn release_learned(admission: Arc<ArcSwap<Admission>>) -> ReleaseLearned {
+    Box::new(move |backend, release| {
+        let choice = admission.load().table_for(Some(release));
+        let table = choice.release.map_or("custom".into(), |r| r.to_string());
+        if choice.exact {
+            tracing::info!(server = %backend.base, release = %release, table = %table, "the manager's Ceph release");
+        } else {
+            tracing::warn!(server = %backend.base, release = %release, table = %table, "no operation table for the manager's Ceph release: the nearest lower one applies (access.unknown_operations decides the rest)");
+        }
+    })
 }

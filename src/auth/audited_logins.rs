@@ -43,7 +43,12 @@ async fn no_token_or_password_reaches_a_log_line() {
         ("Pw-Secret-4", false),
         ("Pw-Secret-4", true),
     ] {
-        let request = AuthRequest::of(&header, credentials("admin", password).into(), None);
+        let request = AuthRequest::of(
+            &header,
+            credentials("admin", password).into(),
+            None,
+            crate::users::RoleEdition::Pacific,
+        );
         let mut subject = AuthSubject::default();
         let status = match auth.login(&request, NOW_MS, &mut subject).await {
             Ok(response) => response.status,
@@ -65,7 +70,7 @@ async fn no_token_or_password_reaches_a_log_line() {
             text += &access_lines(format, "trace", &served);
         }
         for (event, user) in events(&served, &subject) {
-            text += &String::from_utf8(line(&served, event, user)).unwrap();
+            text += &String::from_utf8(line(&served, event, user, &subject)).unwrap();
         }
         assert!(
             text.contains("\"event\":\"login\"") && text.contains("/api/auth"),
@@ -108,7 +113,9 @@ async fn a_login_refused_by_the_client_limit_is_audited_with_its_429() {
             ..forwarded_call(&Method::POST)
         };
         let lines: Vec<serde_json::Value> = events(&served, &subject)
-            .map(|(event, user)| serde_json::from_slice(&line(&served, event, user)).unwrap())
+            .map(|(event, user)| {
+                serde_json::from_slice(&line(&served, event, user, &subject)).unwrap()
+            })
             .collect();
         assert_eq!(lines.len(), 1, "{lines:?}");
         let fields = ["event", "user", "client", "result"].map(|key| lines[0][key].clone());

@@ -7,7 +7,7 @@ use super::{Auth, AuthRequest, TokenRejection, AUTH_VERSION};
 use crate::edge::respond::LocalResponse;
 use crate::errors::GatewayError;
 use crate::state::UnixTime;
-use crate::users::User;
+use crate::users::{RoleEdition, User};
 use crate::versioning;
 
 impl Auth {
@@ -37,7 +37,7 @@ impl Auth {
         let token = body_token.or_else(|| req.query_param("token").map(|t| t.into_owned()));
         let status = if backend_available { 200 } else { 503 };
         let body = match self.verify_token(token.as_deref(), now).await {
-            Ok(authenticated) => valid_token_body(&authenticated.user),
+            Ok(authenticated) => valid_token_body(&authenticated.user, req.edition),
             Err(TokenRejection::Store(e)) => return Err(e.into()),
             Err(_) => {
                 let cluster_status = if backend_available {
@@ -45,7 +45,12 @@ impl Auth {
                 } else {
                     "UNAVAILABLE"
                 };
-                json!({"login_url": "#/login", "cluster_status": cluster_status}).to_string()
+                // With single sign-on the UI's login page sends the browser to the provider.
+                let login_url = match self.oidc {
+                    Some(_) => super::sso::LOGIN_URL,
+                    None => "#/login",
+                };
+                json!({"login_url": login_url, "cluster_status": cluster_status}).to_string()
             }
         };
         Ok(LocalResponse::json_text(
@@ -58,11 +63,12 @@ impl Auth {
 
 /// The dashboard's answer for a good token, in its key order; the permissions object was
 /// rendered when the users were loaded.
-fn valid_token_body(user: &User) -> String {
+fn valid_token_body(user: &User, edition: RoleEdition) -> String {
     let username = Value::from(user.username.as_str());
+    let sso = user.provider_subject.is_some();
     format!(
-        r#"{{"username":{username},"permissions":{},"sso":false,"pwdUpdateRequired":false}}"#,
-        user.grants.json()
+        r#"{{"username":{username},"permissions":{},"sso":{sso},"pwdUpdateRequired":false}}"#,
+        user.grants.json(edition)
     )
 }
 
@@ -100,20 +106,24 @@ mod tests {
             roles: roles.to_vec(),
             grants: Grants::of(&roles),
             enabled: true,
+            provider_subject: None,
         };
         let expected = json!({
             "username": user.username,
-            "permissions": user.grants.to_map(),
+            "permissions": user.grants.to_map(crate::users::RoleEdition::Pacific),
             "sso": false,
             "pwdUpdateRequired": false,
         });
-        assert_eq!(valid_token_body(&user), expected.to_string());
+        assert_eq!(
+            valid_token_body(&user, crate::users::RoleEdition::Pacific),
+            expected.to_string()
+        );
     }
 
     #[tokio::test]
     async fn bad_tokens_give_the_login_url_body() {
         let auth = auth();
-        let expired = token_for(&auth, "admin", NOW - 10_000);
+        let expired = token_for(&auth, "admin", NOW - 9 * 3600);
         let disabled = token_for(&auth, "disabled", NOW);
         let headers = post("application/vnd.ceph.api.v1.0+json");
         for body in [
@@ -142,6 +152,7 @@ mod tests {
             query: Some(&query),
             body: "".into(),
             client: None,
+            edition: crate::users::RoleEdition::Pacific,
         };
         assert_eq!(
             body_of(&auth.check(&only_query, NOW, true).await.unwrap())["username"],
@@ -152,6 +163,7 @@ mod tests {
             query: Some(&query),
             body: r#"{"token":"bad"}"#.into(),
             client: None,
+            edition: crate::users::RoleEdition::Pacific,
         };
         assert_eq!(
             body_of(&auth.check(&both, NOW, true).await.unwrap()),

@@ -291,11 +291,29 @@ mod tests {
             {"pool": ["read", "update"], "nvmeof": ["read"], "osd": "read"}
         );
         let grants = grants_of(Some(&permissions), "u");
-        assert!(grants.allows(Scope::Pool, Permission::Update));
-        assert!(!grants.allows(Scope::Pool, Permission::Delete));
-        assert!(!grants.allows(Scope::Osd, Permission::Read));
-        assert_eq!(grants.json(), r#"{"pool":["read","update"]}"#);
-        assert_eq!(grants_of(None, "u").json(), "{}");
+        assert!(grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Pool,
+            Permission::Update
+        ));
+        assert!(!grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Pool,
+            Permission::Delete
+        ));
+        assert!(!grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Osd,
+            Permission::Read
+        ));
+        assert_eq!(
+            grants.json(crate::users::RoleEdition::Pacific),
+            r#"{"pool":["read","update"]}"#
+        );
+        assert_eq!(
+            grants_of(None, "u").json(crate::users::RoleEdition::Pacific),
+            "{}"
+        );
     }
 
     #[tokio::test]
@@ -312,7 +330,11 @@ mod tests {
         assert_eq!(&*session.token.token, "dash");
         let user = session.user.clone().unwrap();
         assert_eq!(user.username, "ops");
-        assert!(user.grants.allows(Scope::Pool, Permission::Read));
+        assert!(user.grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Pool,
+            Permission::Read
+        ));
         assert!(user.password_hash.is_none());
         // Cached or not, an ended session is not served.
         assert!(accounts.find("j", 201).await.unwrap().is_none());

@@ -14,7 +14,7 @@ use crate::errors::GatewayError;
 use crate::state::{Hold, UnixMillis, UnixTime, UserSession};
 use crate::tokens::Claims;
 use crate::users::password::PasswordHash;
-use crate::users::User;
+use crate::users::{RoleEdition, User};
 
 fn millis(d: std::time::Duration) -> UnixMillis {
     UnixMillis::try_from(d.as_millis()).unwrap_or(UnixMillis::MAX)
@@ -188,7 +188,8 @@ impl Auth {
             dashboard_token: login.token,
             // A local user's grants come from the users file, read on every request.
             permissions: (self.source == AuthSource::Dashboard)
-                .then(|| login.grants.json().to_string()),
+                // (a dashboard's own permissions grant the same whatever the edition)
+                .then(|| login.grants.json(RoleEdition::Tentacle).to_string()),
             until: claims.exp,
         };
         dashboard.open(&claims.jti, &session, now).await?;

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::dashboard::DashboardLogin;
-use super::{request::string_field, Auth, AuthRequest, AuthSubject, AUTH_VERSION};
+use super::request::{string_field, ttl_field};
+use super::{Auth, AuthRequest, AuthSubject, AUTH_VERSION};
 use crate::config::{AuthSource, LockoutPolicy};
 use crate::edge::respond::LocalResponse;
 use crate::errors::GatewayError;
@@ -76,7 +77,12 @@ impl Auth {
         })?;
         let username = string_field(&body, "username")?;
         subject.username = Some(username.clone());
+        subject.method = Some(match self.source {
+            AuthSource::Local => "local",
+            AuthSource::Dashboard => "dashboard",
+        });
         let password = string_field(&body, "password")?;
+        let ttl = ttl_field(&body)?;
 
         // Both limits apply: the client's bucket first, so that a client refused here
         // costs no hash and counts against no username.
@@ -100,7 +106,13 @@ impl Auth {
         if self.lockout.is_some() && self.source == AuthSource::Local {
             self.stores.lockouts.clear(&username).await?;
         }
-        let not_after = dashboard.as_ref().and_then(|d| d.exp);
+        // (ends at the earliest of the user's dashboard token, the ttl asked for and
+        // auth.token_ttl_seconds)
+        let asked_end = ttl.map(|seconds| now.saturating_add(seconds));
+        let not_after = [dashboard.as_ref().and_then(|d| d.exp), asked_end]
+            .into_iter()
+            .flatten()
+            .min();
         let (fingerprint, issued_at) = match &credential {
             // Never issued before the user's last reset, which may be the next second when
             // the user was removed and is back within the same second.
@@ -129,7 +141,7 @@ impl Auth {
         let body = json!({
             "token": issued.token,
             "username": user.username,
-            "permissions": user.grants.to_map(),
+            "permissions": user.grants.to_map(req.edition),
             "pwdExpirationDate": null,
             "sso": false,
             "pwdUpdateRequired": false,
@@ -277,6 +289,39 @@ mod tests {
             )]
         );
         assert!(auth.tokens.load().verify(token, NOW).is_ok());
+    }
+
+    /// `ttl` in hours, as 20.2's dashboard reads it, never past the gateway's own lifetime;
+    /// what the dashboard answers 500 or with an expired token is a 400 here.
+    #[tokio::test]
+    async fn a_ttl_in_hours_shortens_the_token_and_a_bad_one_is_a_400() {
+        let auth = auth();
+        let headers = post("application/vnd.ceph.api.v1.0+json");
+        let lifetime = |ttl: &str| {
+            let req = request(
+                &headers,
+                format!(r#"{{"username":"admin","password":"pw","ttl":{ttl}}}"#),
+            );
+            let auth = &auth;
+            async move {
+                let answer = auth.login(&req, NOW_MS, &mut AuthSubject::default()).await;
+                answer.map(|response| {
+                    let token = body_of(&response)["token"].as_str().unwrap().to_string();
+                    let claims = auth.tokens.load().verify(&token, NOW).unwrap();
+                    claims.exp - claims.iat
+                })
+            }
+        };
+        let full = lifetime("null").await.unwrap();
+        assert_eq!(full, 8 * 3600);
+        for (ttl, seconds) in [("1", 3600), ("\"2\"", 7200), ("1.9", 3600), ("true", 3600)] {
+            assert_eq!(lifetime(ttl).await.unwrap(), seconds, "ttl {ttl}");
+        }
+        assert_eq!(lifetime("100000000").await.unwrap(), full);
+        for bad in ["0", "-1", "false", "\"x\"", "[]", "{}", "\"1.5\""] {
+            let refused = lifetime(bad).await.unwrap_err();
+            assert_eq!(refused.status(), 400, "ttl {bad}");
+        }
     }
 
     #[tokio::test]

@@ -2,12 +2,13 @@
 //! own dashboard session (the dashboard logs its token out too), and expire the cookie.
 //! Idempotent for any token we issued, as on the dashboard.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::{Auth, AuthRequest, AuthSubject, AUTH_VERSION};
 use crate::edge::respond::LocalResponse;
 use crate::errors::GatewayError;
 use crate::state::UnixTime;
+use crate::users::RoleEdition;
 use crate::versioning;
 
 impl Auth {
@@ -40,12 +41,42 @@ impl Auth {
             "token=; Expires=Thu, 01 Jan 1970 00:00:00 GMT; Max-Age=0; {}",
             self.cookie_attributes()
         );
-        Ok(LocalResponse::json(
+        // A single sign-on user's browser logs out at the provider too (RP-initiated
+        // logout), then comes back to the UI.
+        let provider = self.oidc.as_ref().filter(|_| claims.idp.is_some());
+        let provider_logout = provider.and_then(|p| p.logout_url(&format!("{}/", p.home)));
+        let mut answer = LocalResponse::json(
             200,
             self.content_type(negotiated),
-            &json!({"redirect_url": "#/login"}),
+            &logout_body(req.edition, provider_logout.clone()),
         )
-        .with_header("set-cookie", cookie))
+        .with_header("set-cookie", cookie);
+        if provider_logout.is_some() {
+            let logged_out = format!(
+                "{}=1; HttpOnly; Path=/auth/oidc/; SameSite=Lax; Max-Age=120{}",
+                super::sso::LOGGED_OUT_COOKIE,
+                if self.tls { "; Secure" } else { "" }
+            );
+            answer = answer.with_header("set-cookie", logged_out);
+        }
+        Ok(answer)
+    }
+}
+
+/// The logout answer as the manager's release gives it: since 20.2 it names the login
+/// mode, `local` for a password login.
+/// `provider_logout`: a single sign-on session's RP-initiated logout at the provider, which
+/// the UI follows (20.2's at once for `"protocol": "oauth2"`, as in its own OAuth2 mode).
+fn logout_body(edition: RoleEdition, provider_logout: Option<String>) -> Value {
+    let protocol = if provider_logout.is_some() {
+        "oauth2"
+    } else {
+        "local"
+    };
+    let redirect_url = provider_logout.unwrap_or_else(|| "#/login".to_string());
+    match edition {
+        RoleEdition::Pacific => json!({ "redirect_url": redirect_url }),
+        RoleEdition::Tentacle => json!({ "redirect_url": redirect_url, "protocol": protocol }),
     }
 }
 
@@ -103,10 +134,22 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_logout_answer_is_the_releases() {
+        assert_eq!(
+            logout_body(RoleEdition::Pacific, None).to_string(),
+            r##"{"redirect_url":"#/login"}"##
+        );
+        assert_eq!(
+            logout_body(RoleEdition::Tentacle, None).to_string(),
+            r##"{"redirect_url":"#/login","protocol":"local"}"##
+        );
+    }
+
     #[tokio::test]
     async fn an_expired_token_of_ours_still_logs_out() {
         let auth = auth();
-        let token = token_for(&auth, "admin", NOW - 10_000);
+        let token = token_for(&auth, "admin", NOW - 9 * 3600);
         let headers = with_bearer(&token);
         let req = request(&headers, "");
         assert_eq!(

@@ -10,6 +10,7 @@ mod login;
 mod logout;
 mod refusal_time;
 pub mod request;
+mod sso;
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use crate::edge::respond::LocalResponse;
 use crate::errors::GatewayError;
 pub use crate::observe::audit::AuthSubject;
 use crate::observe::metrics::{Metrics, TokenCheckResult};
+use crate::oidc::{KeyError, OidcError, Provider};
 use crate::routes::Route;
 use crate::state::{BucketRate, StateError, Stores, UnixMillis, UnixTime};
 use crate::tokens::{Claims, TokenError, TokenService};
@@ -58,6 +60,8 @@ pub struct Auth {
     pub dashboard: Option<Arc<DashboardAccounts>>,
     /// How long a login the dashboard refused takes at least.
     pub refusal_floor: RefusalFloor,
+    /// Single sign-on (`[oidc]`): the provider whose access tokens are accepted too.
+    pub oidc: Option<Arc<Provider>>,
 }
 
 /// Whom a valid token authenticates, and the dashboard token their requests carry
@@ -83,6 +87,8 @@ enum TokenRejection {
     CredentialReset,
     #[error("token's dashboard session has ended")]
     NoSession,
+    #[error("identity provider token: {0}")]
+    Provider(#[from] OidcError),
     #[error(transparent)]
     Store(#[from] StateError),
 }
@@ -103,6 +109,9 @@ impl Auth {
         match route {
             // Boxed: a login's future is large, and the caller's future (moved into a box on
             // every request by `async_trait`) would otherwise be as large.
+            Route::Login if self.oidc.as_ref().is_some_and(|p| !p.local_login) => {
+                Err(GatewayError::LocalLoginClosed)
+            }
             Route::Login => Box::pin(self.login(req, now_ms, subject)).await,
             Route::TokenCheck => self.check(req, now, serving).await,
             // Boxed too: a logout may end the dashboard session (a request to it).
@@ -121,6 +130,14 @@ impl Auth {
             .await
             .map_err(|rejection| match rejection {
                 TokenRejection::Store(e) => e.into(),
+                // Valid, but no group of the user's maps to a dashboard role.
+                TokenRejection::Provider(OidcError::NoRole { .. }) => GatewayError::Forbidden,
+                // Fail closed: no key set was ever fetched, or it is too old.
+                TokenRejection::Provider(OidcError::Key(e @ KeyError::Unavailable)) => {
+                    GatewayError::Unavailable {
+                        detail: e.to_string(),
+                    }
+                }
                 _ => GatewayError::Unauthorized,
             })
     }
@@ -144,6 +161,12 @@ impl Auth {
             Err(TokenRejection::UnknownUser | TokenRejection::NoSession) => {
                 TokenCheckResult::UnknownUser
             }
+            Err(TokenRejection::Provider(e)) => match e {
+                OidcError::Expired => TokenCheckResult::Expired,
+                OidcError::NoRole { .. } => TokenCheckResult::UnknownUser,
+                OidcError::Key(KeyError::Unavailable) => TokenCheckResult::Error,
+                _ => TokenCheckResult::Invalid,
+            },
             Err(TokenRejection::Store(_)) => TokenCheckResult::Error,
         });
         result
@@ -158,9 +181,31 @@ impl Auth {
         let token = token
             .filter(|t| !t.is_empty())
             .ok_or(TokenRejection::Missing)?;
-        let claims = self.tokens.load().verify(token, now)?;
+        let claims = match (self.tokens.load().verify(token, now), &self.oidc) {
+            (Ok(claims), _) => claims,
+            // Not one of ours: the provider's, if it names the provider as its issuer.
+            (Err(_), Some(provider)) if provider.named_in(token) => {
+                return self.provider_user(provider, token, now).await;
+            }
+            (Err(e), _) => return Err(e.into()),
+        };
         if self.stores.revocations.is_revoked(&claims.jti, now).await? {
             return Err(TokenRejection::Revoked);
+        }
+        if let Some(identity) = &claims.idp {
+            // A single sign-on session: the groups map to roles as the role map says now.
+            let provider = self.oidc.as_ref().ok_or(TokenRejection::UnknownUser)?;
+            // The provider's back-channel logout ended the user's sessions (any gateway).
+            let key = sso::sso_reset_key(&identity.sub);
+            let ended = self.stores.credential_resets.reset_at(&key, now).await?;
+            if ended.is_some_and(|at| claims.iat < at) {
+                return Err(TokenRejection::Revoked);
+            }
+            let user = provider.user_for(claims.username.clone(), identity)?;
+            return Ok(Authenticated {
+                user,
+                upstream: None,
+            });
         }
         let session = match &self.dashboard {
             Some(dashboard) => Some(
@@ -179,6 +224,28 @@ impl Auth {
         Ok(Authenticated {
             user,
             upstream: session.map(|s| s.token.clone()),
+        })
+    }
+
+    /// The user of a provider access token, with the roles their groups map to; the
+    /// service account acts for them upstream.
+    async fn provider_user(
+        &self,
+        provider: &Provider,
+        token: &str,
+        now: UnixTime,
+    ) -> Result<Authenticated, TokenRejection> {
+        let verified = provider.verify(token, now).await;
+        self.metrics.oidc.provider_token(match &verified {
+            Ok(_) => "valid",
+            Err(OidcError::Expired) => "expired",
+            Err(OidcError::NoRole { .. }) => "no_role",
+            Err(OidcError::Key(KeyError::Unavailable)) => "keys_unavailable",
+            Err(_) => "invalid",
+        });
+        Ok(Authenticated {
+            user: verified?,
+            upstream: None,
         })
     }
 

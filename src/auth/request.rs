@@ -9,6 +9,7 @@ use http::HeaderMap;
 use serde_json::{Map, Value};
 
 use crate::errors::GatewayError;
+use crate::users::RoleEdition;
 
 /// The name of the cookie that carries the token, as on the dashboard.
 pub const TOKEN_COOKIE: &str = "token";
@@ -19,6 +20,8 @@ pub struct AuthRequest<'a> {
     pub body: Bytes,
     /// Who sent it (see `client_addr`); `None` when the connection has no IP peer.
     pub client: Option<IpAddr>,
+    /// The system roles of the active manager's release, for the `permissions` answered.
+    pub edition: RoleEdition,
 }
 
 impl<'a> AuthRequest<'a> {
@@ -26,13 +29,25 @@ impl<'a> AuthRequest<'a> {
         header: &'a pingora::http::RequestHeader,
         body: Bytes,
         client: Option<IpAddr>,
+        edition: RoleEdition,
     ) -> Self {
         AuthRequest {
             headers: &header.headers,
             query: header.uri.query(),
             body,
             client,
+            edition,
         }
+    }
+
+    /// A field of an `application/x-www-form-urlencoded` body.
+    pub fn form_param(&self, name: &str) -> Option<String> {
+        form_urlencoded_value(&self.body, name)
+    }
+
+    /// The value of cookie `name`.
+    pub fn cookie(&self, name: &str) -> Option<&'a str> {
+        cookie(self.headers, name)
     }
 
     /// The Accept header, its repeated lines joined into one list.
@@ -76,6 +91,21 @@ impl<'a> AuthRequest<'a> {
     }
 }
 
+/// A field of a form body (`+` is a space there), percent-decoded.
+fn form_urlencoded_value(body: &[u8], name: &str) -> Option<String> {
+    let text = std::str::from_utf8(body).ok()?;
+    text.split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| {
+            let spaced = v.replace('+', " ");
+            percent_encoding::percent_decode_str(&spaced)
+                .decode_utf8()
+                .ok()
+                .map(|v| v.into_owned())
+        })
+}
+
 /// A required string field of a JSON body.
 pub fn string_field(body: &Map<String, Value>, name: &str) -> Result<String, GatewayError> {
     match body.get(name) {
@@ -84,6 +114,29 @@ pub fn string_field(body: &Map<String, Value>, name: &str) -> Result<String, Gat
             "Field '{name}' must be a string."
         ))),
         None => Err(GatewayError::bad_request(format!("Missing field: {name}."))),
+    }
+}
+
+/// The seconds a login's optional `ttl` asks for: whole hours, as the dashboard reads it
+/// since 20.2 (`int(ttl)`: a number, truncated, a numeral, `true`; `null` for none). Where
+/// the dashboard answers 500 (`"x"`, a list) or issues a token already expired (0 or
+/// fewer hours), the gateway answers 400.
+pub fn ttl_field(body: &Map<String, Value>) -> Result<Option<u64>, GatewayError> {
+    let hours = match body.get("ttl") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Bool(b)) => Some(i64::from(*b)),
+        // (truncated toward zero, as Python's int())
+        Some(Value::Number(n)) => n.as_i64().or_else(|| n.as_f64().map(|f| f.trunc() as i64)),
+        Some(Value::String(s)) => s.trim().parse::<i64>().ok(),
+        Some(_) => None,
+    };
+    match hours {
+        Some(hours) if hours > 0 => {
+            Ok(Some(u64::try_from(hours).unwrap_or(0).saturating_mul(3600)))
+        }
+        _ => Err(GatewayError::bad_request(
+            "Field 'ttl' must be a whole number of hours, at least 1.",
+        )),
     }
 }
 
@@ -180,6 +233,7 @@ mod tests {
             query,
             body: Bytes::from(body.to_string()),
             client: None,
+            edition: crate::users::RoleEdition::Pacific,
         }
     }
 

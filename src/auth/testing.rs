@@ -88,7 +88,7 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
                 secret: Secret::new(b"0123456789abcdef0123456789abcdef".to_vec()),
             }],
             "clustergate".into(),
-            Duration::from_secs(3600),
+            Duration::from_secs(8 * 3600),
         )),
         stores: StateConfig::Memory.build().unwrap(),
         passwords: PasswordChecker::new(1, 8),
@@ -103,6 +103,7 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
         source: crate::config::AuthSource::Local,
         dashboard: None,
         refusal_floor: super::RefusalFloor::default(),
+        oidc: None,
     }
 }
 
@@ -124,6 +125,7 @@ pub fn request(headers: &http::HeaderMap, body: impl Into<bytes::Bytes>) -> Auth
         query: None,
         body: body.into(),
         client: None,
+        edition: crate::users::RoleEdition::Pacific,
     }
 }
 

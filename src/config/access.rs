@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use super::file::{AccessSection, OperationEntry, ScopesFile};
 use super::parse::Source;
 use super::ConfigErrors;
+use crate::ceph_release::CephRelease;
 use crate::users::{Permission, Scope};
+use crate::versioning::ApiVersion;
 
 /// The scope tables the binary carries, by Ceph release, each derived from that release's
 /// dashboard (`deploy/tools/derive_scopes.py` in its Debian root) and probed against it
@@ -17,7 +19,6 @@ const BUILT_IN_TABLES: [(&str, &str); 3] = [
     ("18.2", include_str!("../../conf/scopes-18.2.toml")),
     ("20.2", include_str!("../../conf/scopes-20.2.toml")),
 ];
-const BUILT_IN_TABLE: &str = BUILT_IN_TABLES[0].1;
 
 /// The built-in scope table (TOML text, the `access.scopes_file` format) of Ceph `release`
 /// (`"16.2"`, `"18.2"`, `"20.2"`), `None` for a release the binary has no table for.
@@ -27,16 +28,41 @@ pub fn built_in_table(release: &str) -> Option<&'static str> {
         .find(|(r, _)| *r == release)
         .map(|(_, table)| *table)
 }
-/// How problems of the built-in table are reported (it is tested, so only a broken build).
+/// How problems of the built-in tables are reported (they are tested, so only a broken build).
 const BUILT_IN_NAME: &str = "built-in scope table";
 
-/// Which dashboard operations need which scope and permission.
+/// Which dashboard operations need which scope and permission, per Ceph release.
 #[derive(Debug, Clone, Default)]
 pub struct AccessConfig {
-    /// `None`: the built-in table.
+    /// `None`: the built-in tables.
     pub scopes_file: Option<PathBuf>,
+    /// Oldest release first. Several: each manager gets its release's table (the nearest
+    /// lower one for a release without its own); one (`access.release` or
+    /// `access.scopes_file`): every manager gets it.
+    pub tables: Vec<ReleaseRules>,
+    /// What becomes of a request no operation of the table matches.
+    pub unknown_operations: UnknownOperations,
+}
+
+/// One release's table.
+#[derive(Debug, Clone, Default)]
+pub struct ReleaseRules {
+    /// The table's `ceph_version`, e.g. `18.2.7`.
     pub ceph_version: Option<String>,
+    /// Its release; `None` for an operator's table that names none.
+    pub release: Option<CephRelease>,
     pub operations: Vec<OperationRule>,
+}
+
+/// `access.unknown_operations`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum UnknownOperations {
+    /// The gateway's 404: it cannot check what it does not know.
+    #[default]
+    Refuse,
+    /// Forwarded for any valid token, the dashboard deciding (only where the dashboard
+    /// sees the real user).
+    Forward,
 }
 
 /// One dashboard operation: `method path` needs `permission` on `scope`.
@@ -54,6 +80,8 @@ pub struct OperationRule {
     pub open: bool,
     /// The gateway refuses it whoever asks (`access.closed_operations`).
     pub closed: bool,
+    /// The API version it serves; `None` when it checks none or the table does not say.
+    pub version: Option<ApiVersion>,
 }
 
 impl OperationRule {
@@ -63,8 +91,8 @@ impl OperationRule {
     }
 }
 
-/// `[access]`. Forwarding needs the scope table, so without `[upstream]` (`forwarding`
-/// false) it is not read and the table is empty.
+/// `[access]`. Forwarding needs the scope tables, so without `[upstream]` (`forwarding`
+/// false) they are not read.
 pub(super) fn validate(
     errors: &mut ConfigErrors,
     at: &Source<'_>,
@@ -72,62 +100,130 @@ pub(super) fn validate(
     forwarding: bool,
 ) -> AccessConfig {
     let scopes_file = access.scopes_file.as_deref().map(|f| at.resolve(f));
-    if !forwarding {
-        return AccessConfig {
-            scopes_file,
-            ..AccessConfig::default()
-        };
-    }
+    let unknown_operations = unknown_operations(errors, at.file, &access);
     let mut config = AccessConfig {
-        ceph_version: None,
-        operations: Vec::new(),
         scopes_file,
+        tables: Vec::new(),
+        unknown_operations,
     };
-    let table_path = config
-        .scopes_file
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(BUILT_IN_NAME));
-    let Some(file) = read_table(errors, config.scopes_file.as_deref()) else {
+    if !forwarding {
         return config;
-    };
-    config.ceph_version = file.ceph_version;
-    for (i, op) in file.operation.into_iter().enumerate() {
-        let key = format!("operation[{i}] ({} {})", op.method, op.path);
-        if let Some(rule) = rule(errors, &table_path, &key, op, &access) {
-            if config
-                .operations
-                .iter()
-                .any(|r| r.method == rule.method && r.path == rule.path)
-            {
-                errors.push(&table_path, &key, "listed twice");
-                continue;
-            }
-            config.operations.push(rule);
+    }
+    let sources = table_sources(errors, at.file, &access, config.scopes_file.as_deref());
+    for (name, text) in sources {
+        if let Some(table) = release_rules(errors, &name, &text, &access) {
+            config.tables.push(table);
         }
     }
-    check_named_operations(errors, at.file, &access, &config.operations);
+    // (a table that could not be read is reported already: every name would be unknown)
+    if !config.tables.is_empty() {
+        let all: Vec<&OperationRule> = config.tables.iter().flat_map(|t| &t.operations).collect();
+        check_named_operations(errors, at.file, &access, &all);
+    }
     config
 }
 
-/// The operator's table at `path`, or the built-in one.
-fn read_table(errors: &mut ConfigErrors, path: Option<&Path>) -> Option<ScopesFile> {
-    let (text, path) = match path {
-        None => (BUILT_IN_TABLE.to_string(), Path::new(BUILT_IN_NAME)),
-        Some(path) => match std::fs::read_to_string(path) {
-            Ok(text) => (text, path),
+/// `(name for errors, TOML text)` of each table to read: the operator's file, the pinned
+/// release's built-in table, or every built-in table.
+fn table_sources(
+    errors: &mut ConfigErrors,
+    f: &Path,
+    access: &AccessSection,
+    scopes_file: Option<&Path>,
+) -> Vec<(PathBuf, String)> {
+    let built_in = |release: &str, text: &str| {
+        (
+            PathBuf::from(format!("{BUILT_IN_NAME} {release}")),
+            text.to_string(),
+        )
+    };
+    match (scopes_file, access.release.as_deref()) {
+        (Some(_), Some(r)) if r != "auto" => {
+            errors.push(f, "access.release", "set either access.release or access.scopes_file (the operator's table applies to every manager)");
+            Vec::new()
+        }
+        (Some(path), _) => match std::fs::read_to_string(path) {
+            Ok(text) => vec![(path.to_path_buf(), text)],
             Err(e) => {
-                errors.push(path, "file", format!("cannot read the scope table: {e} (access.scopes_file; leave it out for the built-in Ceph 16.2 table)"));
-                return None;
+                errors.push(path, "file", format!("cannot read the scope table: {e} (access.scopes_file; leave it out for the built-in tables)"));
+                Vec::new()
             }
         },
-    };
-    match toml::from_str(&text) {
-        Ok(file) => Some(file),
-        Err(e) => {
-            errors.push_toml(path, &text, &e);
-            None
+        (None, None | Some("auto")) => BUILT_IN_TABLES
+            .iter()
+            .map(|(release, text)| built_in(release, text))
+            .collect(),
+        (None, Some(release)) => match built_in_table(release) {
+            Some(text) => vec![built_in(release, text)],
+            None => {
+                let known: Vec<&str> = BUILT_IN_TABLES.iter().map(|(r, _)| *r).collect();
+                errors.push(f, "access.release", format!("no built-in table for {release:?}: use \"auto\" (each manager's own release) or one of {}", known.join(", ")));
+                Vec::new()
+            }
+        },
+    }
+}
+
+fn unknown_operations(
+    errors: &mut ConfigErrors,
+    f: &Path,
+    access: &AccessSection,
+) -> UnknownOperations {
+    match access.unknown_operations.as_deref() {
+        None | Some("refuse") => UnknownOperations::Refuse,
+        Some("forward") => UnknownOperations::Forward,
+        Some(other) => {
+            errors.push(
+                f,
+                "access.unknown_operations",
+                format!("{other:?}: use \"refuse\" or \"forward\""),
+            );
+            UnknownOperations::Refuse
         }
     }
+}
+
+/// One table's text as rules (problems reported against `path`).
+fn release_rules(
+    errors: &mut ConfigErrors,
+    path: &Path,
+    text: &str,
+    access: &AccessSection,
+) -> Option<ReleaseRules> {
+    let file: ScopesFile = match toml::from_str(text) {
+        Ok(file) => file,
+        Err(e) => {
+            errors.push_toml(path, text, &e);
+            return None;
+        }
+    };
+    let mut rules: Vec<OperationRule> = Vec::new();
+    for (i, op) in file.operation.into_iter().enumerate() {
+        let key = format!("operation[{i}] ({} {})", op.method, op.path);
+        if let Some(rule) = rule(errors, path, &key, op, access) {
+            if rules
+                .iter()
+                .any(|r| r.method == rule.method && r.path == rule.path)
+            {
+                errors.push(path, &key, "listed twice");
+                continue;
+            }
+            rules.push(rule);
+        }
+    }
+    let release = file.ceph_version.as_deref().and_then(CephRelease::parse);
+    if file.ceph_version.is_some() && release.is_none() {
+        errors.push(
+            path,
+            "ceph_version",
+            "write it as X.Y.Z (the release the table was derived from)",
+        );
+    }
+    Some(ReleaseRules {
+        ceph_version: file.ceph_version,
+        release,
+        operations: rules,
+    })
 }
 
 /// One table entry as a rule; `None` when it has a problem (reported).
@@ -166,8 +262,23 @@ fn rule(
             }
         },
     };
+    let version = match op.version.as_str() {
+        "" => None,
+        text => {
+            let Some(version) = ApiVersion::parse(text) else {
+                errors.push(
+                    path,
+                    key,
+                    format!("version {text:?}: write it as X.Y (e.g. \"1.0\"), or \"\" for none"),
+                );
+                return None;
+            };
+            Some(version)
+        }
+    };
     let operation = format!("{} {}", op.method, op.path);
     Some(OperationRule {
+        version,
         method,
         path: op.path,
         scope,
@@ -183,15 +294,16 @@ fn check_named_operations(
     errors: &mut ConfigErrors,
     f: &Path,
     access: &AccessSection,
-    operations: &[OperationRule],
+    operations: &[&OperationRule],
 ) {
     for (i, entry) in access.open_operations.iter().enumerate() {
         if !operations.iter().any(|r| r.open && r.name() == *entry) {
-            let public: Vec<String> = operations
+            let public: std::collections::BTreeSet<String> = operations
                 .iter()
                 .filter(|r| r.public)
-                .map(OperationRule::name)
+                .map(|r| r.name())
                 .collect();
+            let public: Vec<String> = public.into_iter().collect();
             errors.push(
                 f,
                 format!("access.open_operations[{i}]"),
@@ -234,7 +346,7 @@ mod tests {
                 .into_iter()
                 .filter_map(|op| rule(&mut errors, at, "operation", op, &access))
                 .collect();
-            check_named_operations(&mut errors, at, &access, &rules);
+            check_named_operations(&mut errors, at, &access, &rules.iter().collect::<Vec<_>>());
             assert!(errors.is_empty(), "{release}: {errors}");
             assert!(rules.len() > 250, "{release}: {} operations", rules.len());
             assert_eq!(built_in_table(release), Some(text));

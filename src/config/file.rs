@@ -13,6 +13,7 @@ pub(super) struct FileConfig {
     pub api: ApiSection,
     pub auth: AuthSection,
     pub upstream: Option<UpstreamSection>,
+    pub oidc: Option<OidcSection>,
     pub access: AccessSection,
     pub state: StateSection,
     pub log: LogSection,
@@ -185,6 +186,53 @@ impl Default for UpstreamSection {
     }
 }
 
+/// `[oidc]`: single sign-on with an OpenID Connect provider. Absent: none.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct OidcSection {
+    pub issuer: String,
+    pub client_id: String,
+    pub client_secret_file: Option<String>,
+    pub scopes: Vec<String>,
+    pub redirect_path: String,
+    pub username_claim: String,
+    pub roles_claim: String,
+    /// Provider group or role -> dashboard roles (system or the roles file's).
+    pub role_map: BTreeMap<String, Vec<String>>,
+    pub algorithms: Vec<String>,
+    /// `None`: the client id.
+    pub audience: Option<String>,
+    pub clock_skew_seconds: u64,
+    pub local_login: bool,
+    pub ca_file: Option<String>,
+    pub jwks_refresh_seconds: u64,
+    pub jwks_min_refresh_seconds: u64,
+    pub jwks_max_stale_seconds: u64,
+}
+
+impl Default for OidcSection {
+    fn default() -> Self {
+        Self {
+            issuer: String::new(),
+            client_id: String::new(),
+            client_secret_file: None,
+            scopes: vec!["openid".into(), "profile".into(), "email".into()],
+            redirect_path: "/auth/oidc/callback".into(),
+            username_claim: "preferred_username".into(),
+            roles_claim: "groups".into(),
+            role_map: BTreeMap::new(),
+            algorithms: vec!["RS256".into(), "ES256".into(), "EdDSA".into()],
+            audience: None,
+            clock_skew_seconds: 60,
+            local_login: true,
+            ca_file: None,
+            jwks_refresh_seconds: 300,
+            jwks_min_refresh_seconds: 10,
+            jwks_max_stale_seconds: 86_400,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct StateSection {
@@ -277,6 +325,8 @@ impl Default for LogSection {
 #[serde(deny_unknown_fields, default)]
 pub(super) struct AccessSection {
     pub scopes_file: Option<String>,
+    pub release: Option<String>,
+    pub unknown_operations: Option<String>,
     pub open_operations: Vec<String>,
     pub closed_operations: Vec<String>,
 }
@@ -285,6 +335,8 @@ impl Default for AccessSection {
     fn default() -> Self {
         Self {
             scopes_file: None,
+            release: None,
+            unknown_operations: None,
             // The web UI's files and what its login page needs before anyone logged in.
             open_operations: vec![
                 "GET /{path:.*}".into(),
@@ -320,6 +372,9 @@ pub(super) struct OperationEntry {
     pub permission: String,
     #[serde(default)]
     pub public: bool,
+    /// `""` or absent: the table does not say (the dashboard checks).
+    #[serde(default)]
+    pub version: String,
 }
 
 /// The users file: `[[users]]` entries. Also written, by `users import`.

@@ -13,6 +13,7 @@ mod error;
 mod export;
 mod file;
 mod log;
+mod oidc;
 mod parse;
 mod roles;
 mod server;
@@ -22,12 +23,13 @@ mod users;
 
 use std::path::{Path, PathBuf};
 
-pub use access::{built_in_table, AccessConfig, OperationRule};
+pub use access::{built_in_table, AccessConfig, OperationRule, ReleaseRules, UnknownOperations};
 pub use answer_cache::{AnswerCacheConfig, POLLED_OPERATIONS};
 pub use auth::{ApiConfig, AuthConfig, AuthSource, LockoutPolicy, DASHBOARD_LOCKOUT_ATTEMPTS};
 pub use error::{ConfigError, ConfigErrors};
 pub use export::{roles_file_text, users_file_text, ExportError, RoleRecord, UserRecord};
 pub use log::{LogConfig, LogFormat};
+pub use oidc::{ClaimPath, KeyPolicy, Mapped, OidcConfig, ProviderUrl, RoleMap};
 pub use roles::RolesConfig;
 pub use server::{ClientLimits, MetricsConfig, ServerConfig, TlsMode};
 pub use upstream::{
@@ -50,6 +52,8 @@ pub struct Config {
     pub users: UsersConfig,
     /// `None`: no backends; every API path other than auth is answered 404.
     pub upstream: Option<UpstreamConfig>,
+    /// Single sign-on with an OpenID Connect provider; `None`: none.
+    pub oidc: Option<OidcConfig>,
     pub access: AccessConfig,
     /// Where revocations, lockouts and the service account's token live.
     pub state: StateConfig,
@@ -90,19 +94,33 @@ impl Config {
             return Err(errors);
         };
         let at = Source { file: source, dir };
+        let public_url = file.server.public_url.is_some();
         let listeners = server::validate(&mut errors, &at, file.server, file.metrics);
         let api = auth::api(&mut errors, &at, file.api);
         let users_file = at.resolve(&file.auth.users_file);
         let roles_file = file.auth.roles_file.as_deref().map(|f| at.resolve(f));
         let auth = auth::validate(&mut errors, &at, file.auth);
         // The dashboard's accounts log in: no users or roles file is read.
-        let users = match auth.source {
-            AuthSource::Local => {
-                let roles = roles::load(&mut errors, roles_file);
-                users::load(&mut errors, users_file, roles)
-            }
-            AuthSource::Dashboard => UsersConfig::none(users_file),
+        let roles = match auth.source {
+            AuthSource::Local => Some(roles::load(&mut errors, roles_file)),
+            AuthSource::Dashboard => None,
         };
+        // The provider's groups map to system roles, and to the roles file's custom roles.
+        let custom = roles.as_ref().map_or(&[][..], |r| r.roles.as_slice());
+        let oidc = file
+            .oidc
+            .map(|o| oidc::validate(&mut errors, &at, o, custom));
+        let users = match roles {
+            Some(roles) => users::load(&mut errors, users_file, roles),
+            None => UsersConfig::none(users_file),
+        };
+        if oidc.is_some() && !public_url {
+            errors.push(
+                source,
+                "server.public_url",
+                "required with [oidc]: the provider sends browsers back to the gateway's address as they see it, e.g. \"https://ceph.example.com:8443\" (never taken from the Host header)",
+            );
+        }
         let upstream = file
             .upstream
             .map(|u| upstream::validate(&mut errors, &at, u));
@@ -114,6 +132,11 @@ impl Config {
             );
         }
         let access = access::validate(&mut errors, &at, file.access, upstream.is_some());
+        let sees_user = auth.source == AuthSource::Dashboard
+            || matches!(&upstream, Some(Some(u)) if u.identity == UpstreamIdentity::User);
+        if access.unknown_operations == UnknownOperations::Forward && !sees_user {
+            errors.push(source, "access.unknown_operations", "\"forward\" needs the dashboard to see the real user (auth.source = \"dashboard\" or upstream.identity = \"user\"): with the service account it would hand anyone the service account's rights; use \"refuse\"");
+        }
         let state = state::validate(&mut errors, &at, file.state);
         let log = log::validate(&mut errors, &at, file.log);
         let answer_cache = answer_cache::validate(&mut errors, &at, file.answer_cache);
@@ -125,6 +148,11 @@ impl Config {
             Some(None) => return Err(errors),
             None => None,
         };
+        let oidc = match oidc {
+            Some(Some(oidc)) => Some(oidc),
+            Some(None) => return Err(errors),
+            None => None,
+        };
         Ok(Config {
             source: source.to_path_buf(),
             server,
@@ -133,6 +161,7 @@ impl Config {
             auth,
             users,
             upstream,
+            oidc,
             access,
             state,
             log,

@@ -88,6 +88,7 @@ pub(super) fn sections(text: &str, source: &Path, errors: &mut ConfigErrors) -> 
         api: typed_section(errors, source, "api", section("api")).unwrap_or_default(),
         auth: typed_section(errors, source, "auth", section("auth")).unwrap_or_default(),
         upstream: typed_section(errors, source, "upstream", section("upstream")),
+        oidc: typed_section(errors, source, "oidc", section("oidc")),
         access: typed_section(errors, source, "access", section("access")).unwrap_or_default(),
         state: typed_section(errors, source, "state", section("state")).unwrap_or_default(),
         log: typed_section(errors, source, "log", section("log")).unwrap_or_default(),
@@ -98,7 +99,7 @@ pub(super) fn sections(text: &str, source: &Path, errors: &mut ConfigErrors) -> 
         errors.push(
             source,
             key_name(key),
-            "unknown section or key (sections: server, metrics, api, auth, upstream, access, state, log, answer_cache)",
+            "unknown section or key (sections: server, metrics, api, auth, upstream, oidc, access, state, log, answer_cache)",
         );
     }
     Some(file)

@@ -132,10 +132,26 @@ mod tests {
         assert_eq!(bob.roles, [Role::RgwManager]);
         assert_eq!(bob.custom_roles[0].name, "pool-auditor");
         let grants = &bob.custom_roles[0].grants;
-        assert!(grants.allows(Scope::Pool, Permission::Read));
-        assert!(grants.allows(Scope::Osd, Permission::Update));
-        assert!(!grants.allows(Scope::Pool, Permission::Update));
-        assert!(!grants.allows(Scope::Rgw, Permission::Read));
+        assert!(grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Pool,
+            Permission::Read
+        ));
+        assert!(grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Osd,
+            Permission::Update
+        ));
+        assert!(!grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Pool,
+            Permission::Update
+        ));
+        assert!(!grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Rgw,
+            Permission::Read
+        ));
     }
 
     #[test]
@@ -146,9 +162,21 @@ mod tests {
         let grants = config.unwrap().users.users[0].custom_roles[0]
             .grants
             .clone();
-        assert!(grants.allows(Scope::NvmeOf, Permission::Read));
-        assert!(!grants.allows(Scope::NvmeOf, Permission::Create));
-        assert!(grants.allows(Scope::Smb, Permission::Delete));
+        assert!(grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::NvmeOf,
+            Permission::Read
+        ));
+        assert!(!grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::NvmeOf,
+            Permission::Create
+        ));
+        assert!(grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Smb,
+            Permission::Delete
+        ));
     }
 
     #[test]
@@ -163,7 +191,7 @@ mod tests {
             .grants
             .clone();
         assert_eq!(
-            grants.json(),
+            grants.json(crate::users::RoleEdition::Pacific),
             r#"{"osd":["read","update"],"pool":["read"]}"#
         );
     }

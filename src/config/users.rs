@@ -61,7 +61,8 @@ fn read(errors: &mut ConfigErrors, path: &Path, custom: &[CustomRole]) -> Vec<Us
                 None
             }
         };
-        let (roles, custom_roles) = roles(errors, path, &key, &entry.roles, custom);
+        let (roles, custom_roles) =
+            roles(errors, path, &format!("{key}.roles"), &entry.roles, custom);
         if let Some(password_hash) = password_hash {
             users.push(UserSpec {
                 username: entry.username,
@@ -75,8 +76,9 @@ fn read(errors: &mut ConfigErrors, path: &Path, custom: &[CustomRole]) -> Vec<Us
     users
 }
 
-/// The system roles and custom roles `names` refers to; a name that is neither is reported.
-fn roles(
+/// The system roles and custom roles `names` refers to; a name that is neither is reported
+/// under `key` (the users file's users and `oidc.role_map` hold roles the same way).
+pub(super) fn roles(
     errors: &mut ConfigErrors,
     path: &Path,
     key: &str,
@@ -98,7 +100,7 @@ fn roles(
             };
             errors.push(
                 path,
-                format!("{key}.roles"),
+                key,
                 format!(
                     "unknown role {name:?}; the dashboard's system roles are {}; the roles file's custom roles are {defined}",
                     Role::ALL.map(Role::name).join(", ")

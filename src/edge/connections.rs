@@ -33,6 +33,31 @@ use crate::edge::respond::{self, LocalResponse};
 use crate::errors::GatewayError;
 use crate::observe::metrics::{ConnectionRefusal, Metrics};
 
+/// Why a client was refused before its request was parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectionError {
+    #[error("more than {limit} connections from one address")]
+    TooManyConnections { limit: usize },
+    #[error("a request head over {bytes} bytes")]
+    HeaderTooLarge { bytes: usize },
+    #[error("a request head over {lines} header lines")]
+    TooManyHeaderLines { lines: usize },
+    #[error("a request head not whole within {millis} ms")]
+    HeaderTimeout { millis: u128 },
+}
+
+impl ConnectionError {
+    /// The metric's reason.
+    fn reason(self) -> ConnectionRefusal {
+        match self {
+            ConnectionError::TooManyConnections { .. } => ConnectionRefusal::TooManyConnections,
+            ConnectionError::HeaderTooLarge { .. } => ConnectionRefusal::HeaderTooLarge,
+            ConnectionError::TooManyHeaderLines { .. } => ConnectionRefusal::TooManyHeaderLines,
+            ConnectionError::HeaderTimeout { .. } => ConnectionRefusal::HeaderTimeout,
+        }
+    }
+}
+
 /// One read of a request: what pingora starts its header buffer with.
 const READ_BYTES: usize = 4096;
 
@@ -57,8 +82,9 @@ impl<A> ClientConnections<A> {
     }
 
     /// Answers a client refused before pingora parsed its request, then closes.
-    async fn refuse(&self, mut stream: Stream, error: GatewayError, reason: ConnectionRefusal) {
-        self.metrics.connection_refused(reason);
+    async fn refuse(&self, mut stream: Stream, refusal: ConnectionError) {
+        self.metrics.connection_refused(refusal.reason());
+        let error = GatewayError::from(refusal);
         let request_id = uuid::Uuid::new_v4().to_string();
         tracing::info!(request_id, status = error.status(), %error, "client refused");
         let response = LocalResponse::from_error(&error, &request_id);
@@ -86,10 +112,9 @@ where
         let address = client_address(&stream);
         let Some(_slot) = self.per_address.enter(address) else {
             let limit = self.limits.max_connections_per_ip.unwrap_or_default();
-            let refused = GatewayError::TooManyConnections { limit };
+            let refused = ConnectionError::TooManyConnections { limit };
             if matches!(stream.selected_alpn_proto(), None | Some(ALPN::H1)) {
-                self.refuse(stream, refused, ConnectionRefusal::TooManyConnections)
-                    .await;
+                self.refuse(stream, refused).await;
             } else {
                 // An HTTP/2 client cannot read an HTTP/1 answer: it sees the close.
                 self.metrics
@@ -108,8 +133,8 @@ where
             let head = match read_head(&mut stream, wait, &self.limits).await {
                 Head::Complete(head) => head,
                 Head::Closed => return None,
-                Head::Refused(error, reason) => {
-                    self.refuse(stream, error, reason).await;
+                Head::Refused(refusal) => {
+                    self.refuse(stream, refusal).await;
                     return None;
                 }
             };
@@ -144,7 +169,7 @@ enum Head {
     /// server is shutting down.
     Closed,
     /// A head over the limits: answered, then the connection is closed.
-    Refused(GatewayError, ConnectionRefusal),
+    Refused(ConnectionError),
 }
 
 /// Reads the next request's head: its first bytes within `wait`, the rest within the
@@ -163,18 +188,12 @@ async fn read_head(stream: &mut Stream, wait: Duration, limits: &ClientLimits) -
         match scan_head(&head, limits) {
             HeadScan::Complete => return Head::Complete(head),
             HeadScan::TooLarge => {
-                let limit = format!("{} bytes", limits.max_header_bytes);
-                return Head::Refused(
-                    GatewayError::HeaderTooLarge { limit },
-                    ConnectionRefusal::HeaderTooLarge,
-                );
+                let bytes = limits.max_header_bytes;
+                return Head::Refused(ConnectionError::HeaderTooLarge { bytes });
             }
             HeadScan::TooManyLines => {
-                let limit = format!("{} header lines", limits.max_header_count);
-                return Head::Refused(
-                    GatewayError::HeaderTooLarge { limit },
-                    ConnectionRefusal::TooManyHeaderLines,
-                );
+                let lines = limits.max_header_count;
+                return Head::Refused(ConnectionError::TooManyHeaderLines { lines });
             }
             HeadScan::Partial => {}
         }
@@ -184,10 +203,7 @@ async fn read_head(stream: &mut Stream, wait: Duration, limits: &ClientLimits) -
             Ok(Ok(_)) => {}
             Err(_) => {
                 let millis = limits.header_timeout.as_millis();
-                return Head::Refused(
-                    GatewayError::HeaderTimeout { millis },
-                    ConnectionRefusal::HeaderTimeout,
-                );
+                return Head::Refused(ConnectionError::HeaderTimeout { millis });
             }
         }
     }

@@ -40,7 +40,7 @@ fn fixture() -> &'static Fixture {
             admin: issue("admin", NOW),
             viewer: issue("viewer", NOW),
             disabled: issue("disabled", NOW),
-            expired: issue("admin", NOW - 10_000),
+            expired: issue("admin", NOW - 9 * 3600),
             auth,
         }
     })
@@ -303,7 +303,7 @@ proptest! {
             (true, false, false) => Err(415),
             (true, false, true) => login_model(&body).ok_or(400),
         };
-        let req = AuthRequest { headers: &headers, query: None, body: body.clone(), client: None };
+        let req = AuthRequest { headers: &headers, query: None, body: body.clone(), client: None, edition: crate::users::RoleEdition::Pacific };
         match (block_on(f.auth.login(&req, NOW_MS, &mut AuthSubject::default())), expected) {
             (Ok(response), Ok(user)) => {
                 prop_assert_eq!(response.status, 201);
@@ -336,7 +336,7 @@ proptest! {
     ) {
         let f = fixture();
         let headers = headers(accept, Some("application/json"));
-        let req = AuthRequest { headers: &headers, query: query.as_deref(), body: body.clone(), client: None };
+        let req = AuthRequest { headers: &headers, query: query.as_deref(), body: body.clone(), client: None, edition: crate::users::RoleEdition::Pacific };
         let answer = block_on(f.auth.check(&req, NOW, true));
         match (answer, check_model(&body, query_token.as_deref())) {
             (Ok(response), Ok(token)) => {

@@ -1,7 +1,8 @@
 //! Fuzzed parsers (issue 15, item 6): bounded property harnesses, run by `cargo test` on
 //! the stable toolchain, for everything that parses what a client or an operator writes:
 //! the Accept header (`accept`), request paths (`paths`), tokens (`tokens`), the login
-//! and token-check bodies (`auth_bodies`) and the configuration (`config`).
+//! and token-check bodies (`auth_bodies`), the configuration (`config`) and single
+//! sign-on's claim paths, provider URLs and issuer peek (`oidc`).
 //!
 //! Each harness feeds its parser three kinds of input: a corpus of realistic inputs
 //! mutated by [`mutate`], inputs generated from the parser's grammar (checked against a
@@ -15,6 +16,7 @@ mod accept;
 mod auth_bodies;
 mod config;
 mod mutate;
+mod oidc;
 mod paths;
 mod tokens;
 

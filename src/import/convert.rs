@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::ceph::{DashboardRole, DashboardUser};
 use crate::config::{RoleRecord, UserRecord};
-use crate::users::{Grants, PasswordHash, Role};
+use crate::users::{Grants, PasswordHash, Role, RoleEdition};
 
 /// What the files will hold, and what the operator should know about it.
 pub struct Accounts {
@@ -54,8 +54,9 @@ fn role(role: DashboardRole, notes: &mut Vec<String>) -> RoleRecord {
             unknown.0.join(", ")
         ));
     }
+    // Named permissions grant the same whatever the edition.
     let scopes_permissions: BTreeMap<String, Vec<String>> = grants
-        .to_map()
+        .to_map(RoleEdition::Tentacle)
         .into_iter()
         .map(|(scope, perms)| {
             let perms = perms.into_iter().map(String::from).collect();
@@ -283,7 +284,9 @@ mod tests {
         assert_eq!(amy.roles, [Role::ReadOnly]);
         assert_eq!(amy.custom_roles[0].name, "pool-auditor");
         assert_eq!(
-            amy.custom_roles[0].grants.json(),
+            amy.custom_roles[0]
+                .grants
+                .json(crate::users::RoleEdition::Pacific),
             r#"{"osd":["read","update"],"pool":["read"]}"#
         );
     }

@@ -22,6 +22,7 @@ use serde::Serialize;
 use crate::observe::access_log::Served;
 use crate::observe::logs::json_line;
 use crate::routes::Route;
+use crate::users::User;
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot open the audit file {}: {source}", path.display())]
@@ -98,7 +99,7 @@ impl Audit {
     /// Writes the lines `served` calls for (see [`events`]).
     pub fn record(&self, served: &Served<'_>, subject: &AuthSubject) {
         for (event, user) in events(served, subject) {
-            self.write(&line(served, event, user));
+            self.write(&line(served, event, user, subject));
         }
     }
 
@@ -147,6 +148,8 @@ pub(crate) fn events<'a>(
             subject.locked.then_some((AuditEvent::Lockout, tried)),
         ),
         Route::Logout => (Some((AuditEvent::Logout, tried)), None),
+        // A browser's login through the provider, once the provider named the user.
+        Route::Sso => (tried.map(|user| (AuditEvent::Login, Some(user))), None),
         Route::Api | Route::Other if mutating && served.backend.is_some() => {
             (Some((AuditEvent::Call, served.user)), None)
         }
@@ -157,11 +160,18 @@ pub(crate) fn events<'a>(
 
 /// One audit line, in the shape of the JSON log lines (`timestamp`, `level`, `target`,
 /// then these fields), ending in a newline.
-pub(crate) fn line(served: &Served<'_>, event: AuditEvent, user: Option<&str>) -> Vec<u8> {
+pub(crate) fn line(
+    served: &Served<'_>,
+    event: AuditEvent,
+    user: Option<&str>,
+    subject: &AuthSubject,
+) -> Vec<u8> {
     let fields = AuditFields {
         event: event.name(),
         request_id: served.request_id,
         user,
+        auth: subject.method,
+        subject: subject.provider_subject.as_deref(),
         client: served.client,
         method: served.method.as_str(),
         operation: served.operation,
@@ -179,6 +189,11 @@ struct AuditFields<'a> {
     event: &'static str,
     request_id: &'a str,
     user: Option<&'a str>,
+    /// How the user authenticated: `local` (the users file), `dashboard` (its accounts),
+    /// `oidc` (the identity provider).
+    auth: Option<&'static str>,
+    /// A single sign-on user's `sub` at the identity provider.
+    subject: Option<&'a str>,
     client: Option<IpAddr>,
     method: &'a str,
     operation: &'a str,
@@ -195,6 +210,20 @@ struct AuditFields<'a> {
 pub struct AuthSubject {
     pub username: Option<String>,
     pub locked: bool,
+    /// How the user authenticated (a login's source, or a forwarded call's token).
+    pub method: Option<&'static str>,
+    /// A single sign-on user's `sub` at the identity provider.
+    pub provider_subject: Option<String>,
+}
+
+impl AuthSubject {
+    /// A forwarded call's user: how they authenticated, and their provider subject.
+    pub fn of_user(&mut self, user: Option<&User>) {
+        if let Some(user) = user {
+            self.method = Some(user.auth_method());
+            self.provider_subject.clone_from(&user.provider_subject);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -206,6 +235,7 @@ mod tests {
         AuthSubject {
             username: Some(username.into()),
             locked,
+            ..AuthSubject::default()
         }
     }
 
@@ -274,10 +304,16 @@ mod tests {
 
     #[test]
     fn an_audit_line_has_every_field() {
+        let subject = AuthSubject {
+            method: Some("oidc"),
+            provider_subject: Some("f3a1".into()),
+            ..AuthSubject::default()
+        };
         let text = line(
             &forwarded_call(&Method::DELETE),
             AuditEvent::Call,
             Some("admin"),
+            &subject,
         );
         assert!(text.ends_with(b"\n") && text.iter().filter(|b| **b == b'\n').count() == 1);
         let line: serde_json::Value = serde_json::from_slice(&text).unwrap();
@@ -287,6 +323,8 @@ mod tests {
             "event": "call",
             "request_id": "6f1c2d9e-0000-4000-8000-000000000001",
             "user": "admin",
+            "auth": "oidc",
+            "subject": "f3a1",
             "client": "192.0.2.7",
             "method": "DELETE",
             "operation": "/api/pool/{pool_name}",

@@ -5,6 +5,7 @@ mod children;
 mod deployment;
 mod labels;
 mod logs;
+mod oidc;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ pub use deployment::DeploymentMetrics;
 use labels::{method_index, status_label, METHOD_LABELS};
 pub use labels::{ConnectionRefusal, LoginResult, TokenCheckResult};
 pub use logs::LogMetrics;
+pub use oidc::OidcMetrics;
 
 /// One dashboard backend as the upstream gauges show it.
 pub struct BackendSeries<'a> {
@@ -33,6 +35,8 @@ pub struct BackendSeries<'a> {
     pub active: bool,
     pub in_flight: usize,
     pub queued: usize,
+    /// The Ceph release its manager runs and the release of the table that applies to it.
+    pub release: Option<(String, String)>,
 }
 
 /// The gateway's metrics, registered once at start-up.
@@ -57,6 +61,7 @@ pub struct Metrics {
     upstream_logins: IntCounterVec,
     upstream_in_flight: IntGaugeVec,
     upstream_queued: IntGaugeVec,
+    upstream_release: IntGaugeVec,
     upstream_overload: IntCounterVec,
     state_up: IntGauge,
     state_errors: IntCounter,
@@ -66,6 +71,8 @@ pub struct Metrics {
     pub deployment: DeploymentMetrics,
     /// Log lines dropped, audit lines not written.
     pub logs: LogMetrics,
+    /// Single sign-on: the provider's keys and tokens.
+    pub oidc: OidcMetrics,
     pub answer_cache: AnswerCacheMetrics,
 }
 
@@ -170,6 +177,13 @@ impl Metrics {
             ),
             &["server"],
         )?;
+        let upstream_release = IntGaugeVec::new(
+            Opts::new(
+                "clustergate_upstream_release_info",
+                "1 for each dashboard backend whose Ceph release is known: its release, and the release of the operation table its requests are checked against (the nearest lower one when the binary has none of its own)",
+            ),
+            &["server", "release", "table"],
+        )?;
         let upstream_overload = IntCounterVec::new(
             Opts::new(
                 "clustergate_upstream_overload_total",
@@ -219,6 +233,7 @@ impl Metrics {
         registry.register(Box::new(upstream_logins.clone()))?;
         registry.register(Box::new(upstream_in_flight.clone()))?;
         registry.register(Box::new(upstream_queued.clone()))?;
+        registry.register(Box::new(upstream_release.clone()))?;
         registry.register(Box::new(upstream_overload.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
@@ -246,12 +261,14 @@ impl Metrics {
             upstream_logins,
             upstream_in_flight,
             upstream_queued,
+            upstream_release,
             upstream_overload,
             state_up,
             state_errors,
             state_revocations_refused,
             connections_refused,
             deployment: DeploymentMetrics::new(registry)?,
+            oidc: OidcMetrics::new(registry)?,
             logs: LogMetrics::new(registry)?,
             answer_cache: AnswerCacheMetrics::new(registry)?,
         }))
@@ -315,6 +332,7 @@ impl Metrics {
         self.upstream_active.reset();
         self.upstream_in_flight.reset();
         self.upstream_queued.reset();
+        self.upstream_release.reset();
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         for backend in backends {
             let server = [backend.server];
@@ -323,6 +341,11 @@ impl Metrics {
             gauge(&self.upstream_active).set(i64::from(backend.active));
             gauge(&self.upstream_in_flight).set(count(backend.in_flight));
             gauge(&self.upstream_queued).set(count(backend.queued));
+            if let Some((release, table)) = &backend.release {
+                self.upstream_release
+                    .with_label_values(&[backend.server, release, table])
+                    .set(1);
+            }
         }
     }
 
@@ -447,6 +470,7 @@ mod tests {
             active,
             in_flight: 2,
             queued: 1,
+            release: Some(("19.2".into(), "18.2".into())),
         };
         metrics.observe_backends(&[series("a", true, false), series("b", true, true)]);
         metrics.observe_backends(&[series("b", false, false)]);
@@ -457,6 +481,7 @@ mod tests {
             "clustergate_upstream_active{server=\"b\"} 0\n",
             "clustergate_upstream_in_flight{server=\"b\"} 2\n",
             "clustergate_upstream_queued{server=\"b\"} 1\n",
+            "clustergate_upstream_release_info{release=\"19.2\",server=\"b\",table=\"18.2\"} 1\n",
         ] {
             assert!(text.contains(line), "{line} in {text}");
         }

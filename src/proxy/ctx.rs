@@ -13,6 +13,7 @@ use crate::auth::AuthSubject;
 use crate::forward::Forward;
 use crate::observe::access_log::{self, Served};
 use crate::routes::Route;
+use crate::token_redaction::Redaction;
 use crate::upstream::in_flight::Place;
 use crate::upstream::Attempt;
 
@@ -40,6 +41,8 @@ pub struct RequestCtx {
     pub(super) operation: Option<(Arc<Admission>, OperationId)>,
     /// Whom an auth endpoint's request was about.
     pub(super) subject: AuthSubject,
+    /// The answer being read whole to be sent without dashboard tokens.
+    pub(super) redaction: Option<Redaction>,
     /// The answer being captured for the identical requests waiting (`answer_cache`).
     pub(super) capture: Option<Capture>,
 }
@@ -65,6 +68,7 @@ impl RequestCtx {
             path: String::new(),
             operation: None,
             subject: AuthSubject::default(),
+            redaction: None,
             capture: None,
         }
     }

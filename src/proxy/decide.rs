@@ -8,7 +8,7 @@ use pingora::prelude::*;
 use pingora::proxy::Session;
 
 use super::{Gateway, RequestCtx};
-use crate::access::{self, Admission, Lookup};
+use crate::access::{self, Admission, Lookup, TableChoice};
 use crate::answer_cache::Stored;
 use crate::auth::{self, AuthRequest};
 use crate::docs;
@@ -21,6 +21,7 @@ use crate::routes::Route;
 use crate::state::{unix_now, unix_now_ms};
 use crate::upstream::in_flight::Place;
 use crate::upstream::Backend;
+use crate::users::RoleEdition;
 
 /// What `request_filter` decided.
 pub(super) enum Next {
@@ -53,10 +54,17 @@ impl Gateway {
             }
             Route::Docs => {
                 let method = &session.req_header().method;
-                docs::answer(self.docs.as_ref(), method, &path)
+                let admission = self.admission.load();
+                let (table, _) = self.release_in_effect(&admission);
+                let offered = |method: &http::Method, template: &str| {
+                    admission.offers(table, method, template)
+                };
+                docs::answer(self.docs.as_ref(), method, &path, &offered)
                     .await
                     .map(Next::Answer)
+                    .map_err(GatewayError::from)
             }
+            Route::Sso => self.answer_sso(session, ctx, &path).await.map(Next::Answer),
             Route::Api | Route::Other => match self.prepare_forward(session, ctx, &path).await {
                 Ok(forward) => Ok(self.consult_cache(session, ctx, forward).await),
                 Err(error) => Err(error),
@@ -73,14 +81,16 @@ impl Gateway {
         ctx: &mut RequestCtx,
         path: &str,
     ) -> Result<Forward, GatewayError> {
-        // One table for the whole request, though a reload may replace it meanwhile.
+        // One table for the whole request, though a reload may replace it meanwhile: that
+        // of the active manager's release.
         let admission = self.admission.load_full();
-        let lookup = admission.lookup(&session.req_header().method, path);
-        let admitted = self
-            .admit(session, &admission, ctx.route, path, lookup)
-            .await;
+        let (table, edition) = self.release_in_effect(&admission);
+        let lookup = admission.lookup(table, &session.req_header().method, path, ctx.route);
+        let request = access::Request::of(session.req_header(), ctx.route, path, edition);
+        let admitted = self.admit(&admission, request, lookup).await;
         ctx.operation = lookup.operation.map(|id| (admission, id));
         let forward = admitted?;
+        ctx.subject.of_user(forward.user.as_deref());
         forward::settle_connection_header(session.req_header_mut())?;
         let limits = self.body_limits(self.upstreams.max_body_bytes);
         ctx.body = request::read_forwarded_body(session, limits).await?;
@@ -90,18 +100,27 @@ impl Gateway {
     /// Admission (405, 401, 404, 403, 415), then a manager to forward to (503).
     async fn admit(
         &self,
-        session: &Session,
         admission: &Admission,
-        route: Route,
-        path: &str,
+        request: access::Request<'_>,
         lookup: Lookup,
     ) -> Result<Forward, GatewayError> {
-        let request = access::Request::of(session.req_header(), route, path);
         let forward = admission.admit(request, lookup, unix_now()).await?;
         if !self.upstreams.any_active() {
             return Err(GatewayError::no_active_backend());
         }
         Ok(forward)
+    }
+
+    /// The table and the system roles that apply: the active manager's release's, once
+    /// known; until then the table `access` chooses (the newest) and its release's roles;
+    /// without dashboards 16.2's roles.
+    fn release_in_effect(&self, admission: &Admission) -> (TableChoice, RoleEdition) {
+        let manager = self
+            .upstreams
+            .active()
+            .and_then(|backend| backend.release());
+        let table = admission.table_for(manager);
+        (table, RoleEdition::of(manager.or(table.release)))
     }
 
     /// Up to `bytes` of a request body, within `server.body_timeout_ms`.
@@ -131,6 +150,22 @@ impl Gateway {
         )
     }
 
+    /// The browser's single sign-on, and the provider's back-channel logout (a small form).
+    async fn answer_sso(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        path: &str,
+    ) -> Result<LocalResponse, GatewayError> {
+        let body = request::read_body(session, self.body_limits(auth::BODY_LIMIT)).await?;
+        let (_, edition) = self.release_in_effect(&self.admission.load());
+        let req = AuthRequest::of(session.req_header(), body, ctx.client, edition);
+        let method = &session.req_header().method;
+        self.auth
+            .sso(method, path, &req, unix_now(), &mut ctx.subject)
+            .await
+    }
+
     /// The auth endpoints take a small JSON body, read whole here; `ctx` learns whom the
     /// request was about.
     async fn answer_auth(
@@ -142,7 +177,8 @@ impl Gateway {
             return Err(GatewayError::MethodNotAllowed { allow: "POST" });
         }
         let body = request::read_body(session, self.body_limits(auth::BODY_LIMIT)).await?;
-        let req = AuthRequest::of(session.req_header(), body, ctx.client);
+        let (_, edition) = self.release_in_effect(&self.admission.load());
+        let req = AuthRequest::of(session.req_header(), body, ctx.client, edition);
         let serving = self.readiness.check().is_ok();
         self.auth
             .answer(ctx.route, &req, unix_now_ms(), serving, &mut ctx.subject)

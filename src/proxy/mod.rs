@@ -49,6 +49,7 @@ use crate::observe::audit::Audit;
 use crate::observe::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::state::unix_now;
+use crate::token_redaction::Redaction;
 use crate::upstream::credentials::ServiceAccount;
 use crate::upstream::{health, BackendState, ErrorVerdict, ResponseVerdict, Upstreams};
 use ctx::{Credential, RequestCtx};
@@ -126,7 +127,7 @@ impl ProxyHttp for Gateway {
         let backend = ctx
             .attempt
             .pick(&self.upstreams)
-            .map_err(GatewayError::into_pingora)?;
+            .map_err(|e| GatewayError::from(e).into_pingora())?;
         // A retry leaves the place of the manager it tried first.
         ctx.place = None;
         ctx.place = Some(self.enter(&backend, ctx).await?);
@@ -217,12 +218,15 @@ impl ProxyHttp for Gateway {
         response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        forward::rewrite_response(response, &self.upstreams)?;
+        let redact = ctx.forward.as_ref().is_some_and(|f| f.redact_tokens);
+        forward::rewrite_response(response, &self.upstreams, redact)?;
+        ctx.redaction = redact.then(Redaction::default);
         cached::capture_head(ctx, response)?;
         respond::set_common_headers(response, self.tls, &ctx.id)
     }
 
-    /// The answer of a request that leads its flight is captured for the others.
+    /// An answer that may carry a dashboard token is sent whole, without it; the answer of
+    /// a request that leads its flight is captured (as sent) for the others.
     fn response_body_filter(
         &self,
         _session: &mut Session,
@@ -230,6 +234,11 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<Option<Duration>> {
+        if let Some(redaction) = &mut ctx.redaction {
+            *body = redaction
+                .take(body.take(), end_of_stream)
+                .map_err(|e| Error::because(InternalError, "redacting dashboard tokens", e))?;
+        }
         cached::capture_body(ctx, body.as_ref(), end_of_stream);
         Ok(None)
     }
@@ -266,7 +275,9 @@ impl ProxyHttp for Gateway {
             ErrorVerdict::RetryUnlessRuledOut => e.retry.decide_reuse(true),
             ErrorVerdict::GiveUp(None) => e.set_retry(false),
             ErrorVerdict::GiveUp(Some(answer)) => {
-                e = answer.into_pingora().more_context(e.to_string())
+                e = GatewayError::from(answer)
+                    .into_pingora()
+                    .more_context(e.to_string())
             }
         }
         e

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Backend, Upstreams};
-use crate::errors::GatewayError;
 
 /// The backends one request has tried, as a bit set over their indexes. Backends past the
 /// first 64 are never marked: the set stays a word, and no deployment has 64 managers.
@@ -75,7 +74,20 @@ pub enum ErrorVerdict {
     /// fresh ones too, and nginx's `proxy_next_upstream error` retries those as well).
     RetryUnlessRuledOut,
     /// No retry; answer the client with this, or as the error itself says.
-    GiveUp(Option<GatewayError>),
+    GiveUp(Option<AttemptError>),
+}
+
+/// Why a request's attempts end without an answer from a dashboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AttemptError {
+    /// The active manager this request tried closed the connection, and no other is left.
+    #[error("the dashboard closed the connection")]
+    BackendClosed,
+    #[error("no active dashboard backend")]
+    NoActiveBackend,
+    /// A request too large to keep for a retry met a failover while it was sent.
+    #[error("the active dashboard changed while a large request was sent; retry it")]
+    ChangedDuringLargeRequest,
 }
 
 /// One request's attempts.
@@ -99,11 +111,11 @@ impl Attempt {
     /// The active backend this request has not tried yet, now its current one. When none
     /// is left but an active one was tried (it closed the connection, and the retry found
     /// no other), the answer is that backend's failure, 502; 503 only when none is active.
-    pub fn pick(&mut self, upstreams: &Upstreams) -> Result<Arc<Backend>, GatewayError> {
+    pub fn pick(&mut self, upstreams: &Upstreams) -> Result<Arc<Backend>, AttemptError> {
         let backend = upstreams.pick(self.tried).ok_or_else(|| {
             match self.tried != Tried::default() && upstreams.any_active() {
-                true => GatewayError::backend_closed(),
-                false => GatewayError::no_active_backend(),
+                true => AttemptError::BackendClosed,
+                false => AttemptError::NoActiveBackend,
             }
         })?;
         self.tried.insert(backend.index);
@@ -186,10 +198,7 @@ impl Attempt {
         match (self.pending.take(), replayable) {
             _ if answering => ErrorVerdict::GiveUp(None),
             (Some(_), true) => ErrorVerdict::Retry,
-            (Some(_), false) => ErrorVerdict::GiveUp(Some(GatewayError::Unavailable {
-                detail: "the active dashboard changed while a large request was sent; retry it"
-                    .into(),
-            })),
+            (Some(_), false) => ErrorVerdict::GiveUp(Some(AttemptError::ChangedDuringLargeRequest)),
             (None, true) if idempotent => {
                 if !self.redialed {
                     self.redialed = true;
@@ -231,15 +240,15 @@ mod tests {
         // Only a dropped connection retries the active manager's request: the answer is
         // that manager's failure (see below).
         let again = attempt.pick(&upstreams).unwrap_err();
-        assert_eq!(again.status(), 502);
+        assert_eq!(again, AttemptError::BackendClosed);
     }
 
     #[test]
     fn nothing_active_is_no_active_backend() {
         let upstreams = Upstreams::for_tests(2);
         assert_eq!(
-            Attempt::default().pick(&upstreams).unwrap_err().status(),
-            503
+            Attempt::default().pick(&upstreams).unwrap_err(),
+            AttemptError::NoActiveBackend
         );
     }
 
@@ -393,10 +402,9 @@ mod tests {
         assert!(standby.on_probe(false));
         match standby.on_error(false, false, false) {
             ErrorVerdict::GiveUp(Some(answer)) => {
-                assert_eq!(answer.status(), 503);
-                assert!(answer.to_string().contains("large request"));
+                assert_eq!(answer, AttemptError::ChangedDuringLargeRequest);
             }
-            other => panic!("expected a 503 answer, got {other:?}"),
+            other => panic!("expected an answer, got {other:?}"),
         }
     }
 
@@ -427,9 +435,10 @@ mod tests {
             get.on_error(true, true, false),
             ErrorVerdict::RetryUnlessRuledOut
         );
-        let answer = get.pick(&upstreams).unwrap_err();
-        assert_eq!(answer.status(), 502);
-        assert_eq!(answer.to_string(), "the dashboard closed the connection");
+        assert_eq!(
+            get.pick(&upstreams).unwrap_err(),
+            AttemptError::BackendClosed
+        );
         // Had it stopped being active, no manager serves: 503.
         upstreams.backends()[1].set_state(BackendState::Down);
         let answer = get.pick(&upstreams).unwrap_err();

@@ -68,6 +68,11 @@ impl ServiceAccount {
         }
     }
 
+    /// The Accept header of the dashboard's version 1.0 endpoints.
+    pub fn accept(&self) -> &str {
+        &self.login_accept
+    }
+
     /// A token that is not due for renewal at `now`, logging in through `backend` first
     /// when there is none.
     pub async fn token(

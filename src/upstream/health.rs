@@ -11,7 +11,8 @@ use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 
 use super::credentials::ServiceAccount;
-use super::{Backend, BackendState, Upstreams};
+use super::{release, Backend, BackendState, Upstreams};
+use crate::ceph_release::CephRelease;
 
 /// The health page (the dashboard's index.html) is a few kilobytes.
 const MAX_HEALTH_REPLY: usize = 1024 * 1024;
@@ -45,12 +46,17 @@ pub fn record(backend: &Backend, state: BackendState) {
     }
 }
 
-/// The background task that keeps every backend's state current, and the service
-/// account's token fresh ahead of its expiry.
+/// What is told of a manager's release once learned (the application says which table
+/// that gives it).
+pub type ReleaseLearned = Box<dyn Fn(&Backend, CephRelease) + Send + Sync>;
+
+/// The background task that keeps every backend's state current, each active manager's
+/// release known, and the service account's token fresh ahead of its expiry.
 pub struct HealthChecker {
     pub upstreams: Arc<Upstreams>,
     pub account: Arc<ServiceAccount>,
     pub interval: Duration,
+    pub release_learned: ReleaseLearned,
 }
 
 impl HealthChecker {
@@ -67,6 +73,7 @@ impl HealthChecker {
         }
         while let Some(joined) = probes.join_next().await {
             if let Ok((backend, state)) = joined {
+                self.learn_release(&backend, state).await;
                 record(&backend, state);
             }
         }
@@ -75,6 +82,29 @@ impl HealthChecker {
             let now = crate::state::unix_now();
             if let Err(e) = self.account.token(&self.upstreams, &active, now).await {
                 tracing::debug!(error = %e, "service account token not renewed in the background");
+            }
+        }
+    }
+}
+
+impl HealthChecker {
+    /// Before a manager is first recorded as the active one (a failover, a restart seen as
+    /// down, the first check), asks it which release it runs: requests wait for the first
+    /// check, so none is checked against a table the manager may not have. A manager that
+    /// will not say keeps being asked at each check (and gets the newest table).
+    async fn learn_release(&self, backend: &Arc<Backend>, state: BackendState) {
+        let becomes_active = backend.state() != BackendState::Active;
+        if state != BackendState::Active || !(becomes_active || backend.release().is_none()) {
+            return;
+        }
+        match release::ask(&self.upstreams, &self.account, backend).await {
+            Ok(learned) => {
+                backend.set_release(Some(learned));
+                (self.release_learned)(backend, learned);
+            }
+            Err(e) => {
+                backend.set_release(None);
+                tracing::warn!(server = %backend.base, error = %e, "cannot learn the manager's Ceph release: the newest table applies until it can");
             }
         }
     }

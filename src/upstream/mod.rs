@@ -3,15 +3,16 @@
 //! standbys answer 303 to the active one, or an error status.
 
 mod attempt;
-mod client;
+pub mod client;
 pub mod credentials;
 pub mod failover;
 pub mod health;
 pub mod in_flight;
 pub mod login;
+pub mod release;
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,9 +23,10 @@ use pingora::http::RequestHeader;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::WrappedX509;
 
-pub use attempt::{Attempt, ErrorVerdict, ResponseVerdict, Tried};
+pub use attempt::{Attempt, AttemptError, ErrorVerdict, ResponseVerdict, Tried};
 pub use client::{Client, ClientError};
 
+use crate::ceph_release::CephRelease;
 use crate::config::{BackendUrl, InFlightLimits, Timeouts, UpstreamConfig, UpstreamTrust};
 use crate::observe::metrics::{BackendSeries, Metrics};
 use in_flight::InFlight;
@@ -63,6 +65,9 @@ pub struct Backend {
     pub base: String,
     addr: SocketAddr,
     state: AtomicU8,
+    /// The Ceph release its manager runs (`CephRelease::packed`; 0: not known), learned
+    /// each time it becomes the active manager (`release`).
+    release: AtomicU32,
     /// The forwarded requests it serves at once; kept by a reload that keeps the server.
     pub in_flight: Arc<InFlight>,
 }
@@ -75,6 +80,16 @@ impl Backend {
     /// Records what the backend is; returns the previous state.
     pub fn set_state(&self, state: BackendState) -> BackendState {
         BackendState::from_u8(self.state.swap(state as u8, Ordering::AcqRel))
+    }
+
+    /// The Ceph release its manager runs, once learned.
+    pub fn release(&self) -> Option<CephRelease> {
+        CephRelease::unpacked(self.release.load(Ordering::Acquire))
+    }
+
+    pub fn set_release(&self, release: Option<CephRelease>) {
+        let packed = release.map_or(0, CephRelease::packed);
+        self.release.store(packed, Ordering::Release);
     }
 
     /// The `Host` the backend expects.
@@ -126,6 +141,9 @@ fn resolve(
             .ok_or_else(|| UpstreamError::Resolve(base.clone(), "no address".into()))?;
         let kept = known.iter().find(|b| b.base == base && b.addr == addr);
         let state = kept.map_or(BackendState::Unknown, |b| b.state());
+        let release = kept
+            .and_then(|b| b.release())
+            .map_or(0, CephRelease::packed);
         let in_flight =
             kept.map_or_else(|| Arc::new(InFlight::new(limits)), |b| b.in_flight.clone());
         backends.push(Arc::new(Backend {
@@ -134,6 +152,7 @@ fn resolve(
             url: url.clone(),
             addr,
             state: AtomicU8::new(state as u8),
+            release: AtomicU32::new(release),
             in_flight,
         }));
     }
@@ -248,8 +267,9 @@ impl Upstreams {
     }
 
     /// Shows the configured backends in the upstream gauges, the active one being the
-    /// one `active` picks (called at each scrape).
-    pub fn observe(&self, metrics: &Metrics) {
+    /// one `active` picks, each known release with the table `table_of` it gives (called at
+    /// each scrape).
+    pub fn observe(&self, metrics: &Metrics, table_of: &dyn Fn(CephRelease) -> String) {
         let active = self.active();
         let backends = self.backends.load();
         let series: Vec<BackendSeries<'_>> = backends
@@ -263,6 +283,9 @@ impl Upstreams {
                 active: active.as_ref().is_some_and(|a| a.base == backend.base),
                 in_flight: backend.in_flight.in_flight(),
                 queued: backend.in_flight.waiting(),
+                release: backend
+                    .release()
+                    .map(|release| (release.to_string(), table_of(release))),
             })
             .collect();
         metrics.observe_backends(&series);
@@ -346,6 +369,7 @@ impl Upstreams {
                     addr: SocketAddr::from(([127, 0, 0, 1], url.port)),
                     url,
                     state: AtomicU8::new(BackendState::Unknown as u8),
+                    release: AtomicU32::new(0),
                     in_flight: Arc::new(InFlight::new(upstreams.in_flight)),
                 })
             })
@@ -399,7 +423,7 @@ mod tests {
         for (backend, state) in upstreams.backends().iter().zip(states) {
             backend.set_state(state);
         }
-        upstreams.observe(&metrics);
+        upstreams.observe(&metrics, &|r| r.to_string());
         let text = String::from_utf8(metrics.render().unwrap()).unwrap();
         for (port, up, active) in [(9, 1, 0), (10, 1, 1), (11, 1, 0)] {
             let server = format!("server=\"http://127.0.0.1:{port}\"");
@@ -411,7 +435,7 @@ mod tests {
             assert!(text.contains(&active_line), "{text}");
         }
         upstreams.backends()[1].set_state(BackendState::Down);
-        upstreams.observe(&metrics);
+        upstreams.observe(&metrics, &|r| r.to_string());
         let text = String::from_utf8(metrics.render().unwrap()).unwrap();
         assert!(text.contains("clustergate_upstream_up{server=\"http://127.0.0.1:10\"} 0\n"));
         assert!(text.contains("clustergate_upstream_active{server=\"http://127.0.0.1:11\"} 1\n"));

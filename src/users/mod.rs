@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::state::UnixTime;
 
 pub use password::{PasswordChecker, PasswordHash};
-pub use roles::{Grants, Permission, Role, Scope, UnknownNames};
+pub use roles::{Grants, Permission, Role, RoleEdition, Scope, UnknownNames};
 
 /// A role defined in the roles file (`auth.roles_file`), as the dashboard's custom roles
 /// are: a name and what it grants on each scope.
@@ -44,9 +44,21 @@ pub struct User {
     pub roles: Vec<Role>,
     pub grants: Grants,
     pub enabled: bool,
+    /// `Some`: a single sign-on user, the identity provider's `sub` for them (the audit
+    /// names it beside the username).
+    pub provider_subject: Option<String>,
 }
 
 impl User {
+    /// How the user authenticated, as the audit names it.
+    pub fn auth_method(&self) -> &'static str {
+        match (&self.provider_subject, &self.password_hash) {
+            (Some(_), _) => "oidc",
+            (None, Some(_)) => "local",
+            (None, None) => "dashboard",
+        }
+    }
+
     /// A user the dashboard logged in, granted what the dashboard's answer named.
     pub fn from_dashboard(username: String, grants: Grants) -> User {
         User {
@@ -55,6 +67,7 @@ impl User {
             roles: Vec::new(),
             grants,
             enabled: true,
+            provider_subject: None,
         }
     }
 }
@@ -143,6 +156,7 @@ impl UserDb {
                     password_hash: Some(Arc::new(password_hash)),
                     roles,
                     enabled,
+                    provider_subject: None,
                 };
                 let account = Account {
                     user: Arc::new(user),
@@ -286,9 +300,25 @@ mod tests {
         }];
         let db = UserDb::new(vec![alice]).unwrap();
         let user = db.active("alice").unwrap();
-        assert!(user.grants.allows(Scope::Osd, Permission::Update));
-        assert!(user.grants.allows(Scope::Pool, Permission::Read));
-        assert!(!user.grants.allows(Scope::Osd, Permission::Delete));
-        assert!(!user.grants.allows(Scope::ConfigOpt, Permission::Read));
+        assert!(user.grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Osd,
+            Permission::Update
+        ));
+        assert!(user.grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Pool,
+            Permission::Read
+        ));
+        assert!(!user.grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::Osd,
+            Permission::Delete
+        ));
+        assert!(!user.grants.allows(
+            crate::users::RoleEdition::Pacific,
+            Scope::ConfigOpt,
+            Permission::Read
+        ));
     }
 }

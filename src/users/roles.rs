@@ -1,10 +1,15 @@
-//! The dashboard's security scopes, permissions and system roles (Ceph 16.2.15
-//! `security.py` and `services/access_control.py`), and what a set of roles grants.
-//! Ceph 20.2 adds two scopes, `nvme-of` and `smb`: custom roles may grant them; the system
-//! roles grant them nothing, as on 16.2 and 18.2, which do not have them.
+//! The dashboard's security scopes, permissions and system roles (`security.py` and
+//! `services/access_control.py` of Ceph 16.2.15, 18.2.7 and 20.2.4), and what a set of
+//! roles grants. The system roles come in two editions: 16.2's, which 18.2 keeps, and
+//! 20.2's, which adds the `nvme-of` and `smb` scopes (read-only reads them, block-manager
+//! manages NVMe-oF, ganesha-manager reads SMB), a role `smb-manager`, and `prometheus` read
+//! to every manager role. A user's grants hold both; each answer and check uses that of
+//! the release of the manager the request is about.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use crate::ceph_release::CephRelease;
 
 /// How many scopes the dashboards have together (20.2's 19).
 const SCOPES: usize = 19;
@@ -151,10 +156,36 @@ pub enum Role {
     PoolManager,
     CephfsManager,
     GaneshaManager,
+    /// 20.2's: grants nothing in front of older releases.
+    SmbManager,
+}
+
+/// Which release's definitions of the system roles apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RoleEdition {
+    /// Ceph 16.2 to 19.x.
+    Pacific = 0,
+    /// Ceph 20.2 (Tentacle) and later.
+    Tentacle = 1,
+}
+
+const EDITIONS: usize = 2;
+
+impl RoleEdition {
+    pub const ALL: [RoleEdition; EDITIONS] = [RoleEdition::Pacific, RoleEdition::Tentacle];
+
+    /// The edition of `release`; 16.2's without one (a gateway without dashboards answers
+    /// as it always has).
+    pub fn of(release: Option<CephRelease>) -> RoleEdition {
+        match release {
+            Some(r) if r.major >= 20 => RoleEdition::Tentacle,
+            _ => RoleEdition::Pacific,
+        }
+    }
 }
 
 impl Role {
-    pub const ALL: [Role; 8] = [
+    pub const ALL: [Role; 9] = [
         Role::Administrator,
         Role::ReadOnly,
         Role::BlockManager,
@@ -163,6 +194,7 @@ impl Role {
         Role::PoolManager,
         Role::CephfsManager,
         Role::GaneshaManager,
+        Role::SmbManager,
     ];
 
     pub fn name(self) -> &'static str {
@@ -175,6 +207,7 @@ impl Role {
             Role::PoolManager => "pool-manager",
             Role::CephfsManager => "cephfs-manager",
             Role::GaneshaManager => "ganesha-manager",
+            Role::SmbManager => "smb-manager",
         }
     }
 
@@ -182,8 +215,16 @@ impl Role {
         Role::ALL.into_iter().find(|r| r.name() == name)
     }
 
-    /// The permission bits this role grants on `scope` (on 16.2's scopes only).
-    fn grants(self, scope: Scope) -> u8 {
+    /// The permission bits this role grants on `scope` in `edition`.
+    fn grants(self, scope: Scope, edition: RoleEdition) -> u8 {
+        match edition {
+            RoleEdition::Pacific => self.pacific_grants(scope),
+            RoleEdition::Tentacle => self.tentacle_grants(scope),
+        }
+    }
+
+    /// 16.2's (and 18.2's) definitions, which know neither `nvme-of` nor `smb`.
+    fn pacific_grants(self, scope: Scope) -> u8 {
         use Scope::*;
         if matches!(scope, NvmeOf | Smb) {
             return 0;
@@ -224,7 +265,25 @@ impl Role {
                 Grafana => READ,
                 _ => 0,
             },
+            Role::SmbManager => 0,
         }
+    }
+
+    /// 20.2's definitions: 16.2's, and what 20.2 added.
+    fn tentacle_grants(self, scope: Scope) -> u8 {
+        use Scope::*;
+        let added = match (self, scope) {
+            (Role::Administrator, NvmeOf | Smb) => FULL,
+            (Role::ReadOnly, NvmeOf | Smb) => READ,
+            (Role::BlockManager, NvmeOf) => FULL,
+            (Role::GaneshaManager, Smb) => READ,
+            (Role::SmbManager, Smb | Cephfs | Rgw) => FULL,
+            (Role::SmbManager, Grafana | NfsGanesha) => READ,
+            (Role::Administrator | Role::ReadOnly, _) => 0,
+            (_, Prometheus) => READ,
+            _ => 0,
+        };
+        self.pacific_grants(scope) | added
     }
 }
 
@@ -232,8 +291,9 @@ impl Role {
 /// `permissions` object rendered then too: every token check answers with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grants {
-    bits: [u8; SCOPES],
-    json: Arc<str>,
+    /// By `RoleEdition`.
+    bits: [[u8; SCOPES]; EDITIONS],
+    json: [Arc<str>; EDITIONS],
 }
 
 /// Names in a dashboard's `permissions` object that this gateway does not know (a newer
@@ -243,9 +303,13 @@ pub struct UnknownNames(pub Vec<String>);
 
 impl Grants {
     pub fn of(roles: &[Role]) -> Grants {
-        let mut bits = [0u8; SCOPES];
-        for (i, scope) in Scope::ALL.into_iter().enumerate() {
-            bits[i] = roles.iter().fold(0, |acc, r| acc | r.grants(scope));
+        let mut bits = [[0u8; SCOPES]; EDITIONS];
+        for edition in RoleEdition::ALL {
+            for (i, scope) in Scope::ALL.into_iter().enumerate() {
+                bits[edition as usize][i] = roles
+                    .iter()
+                    .fold(0, |acc, r| acc | r.grants(scope, edition));
+            }
         }
         Grants::from_bits(bits)
     }
@@ -270,39 +334,42 @@ impl Grants {
                 }
             }
         }
-        (Grants::from_bits(bits), unknown)
+        // Named permissions grant the same in front of every release.
+        (Grants::from_bits([bits; EDITIONS]), unknown)
     }
 
     /// Everything either grants (a user's system roles and custom roles together).
     pub fn union(&self, other: &Grants) -> Grants {
         let mut bits = self.bits;
-        for (mine, theirs) in bits.iter_mut().zip(other.bits) {
+        for (mine, theirs) in bits.iter_mut().flatten().zip(other.bits.iter().flatten()) {
             *mine |= theirs;
         }
         Grants::from_bits(bits)
     }
 
-    fn from_bits(bits: [u8; SCOPES]) -> Grants {
+    fn from_bits(bits: [[u8; SCOPES]; EDITIONS]) -> Grants {
         // A map of strings to lists of strings always serializes.
-        let json = serde_json::to_string(&permissions_map(&bits))
-            .unwrap_or_default()
-            .into();
+        let json = bits.map(|b| {
+            serde_json::to_string(&permissions_map(&b))
+                .unwrap_or_default()
+                .into()
+        });
         Grants { bits, json }
     }
 
     /// `to_map` as JSON text.
-    pub fn json(&self) -> &str {
-        &self.json
+    pub fn json(&self, edition: RoleEdition) -> &str {
+        &self.json[edition as usize]
     }
 
     /// Whether some role grants `permission` on `scope` (the dashboard's `User.authorize`).
-    pub fn allows(&self, scope: Scope, permission: Permission) -> bool {
-        allows(&self.bits, scope, permission)
+    pub fn allows(&self, edition: RoleEdition, scope: Scope, permission: Permission) -> bool {
+        allows(&self.bits[edition as usize], scope, permission)
     }
 
     /// The dashboard's `permissions` object: each granted scope with its sorted permissions.
-    pub fn to_map(&self) -> BTreeMap<&'static str, Vec<&'static str>> {
-        permissions_map(&self.bits)
+    pub fn to_map(&self, edition: RoleEdition) -> BTreeMap<&'static str, Vec<&'static str>> {
+        permissions_map(&self.bits[edition as usize])
     }
 }
 
@@ -331,7 +398,7 @@ mod tests {
 
     #[test]
     fn administrator_has_every_permission_on_all_17_scopes_of_16_2() {
-        let map = Grants::of(&[Role::Administrator]).to_map();
+        let map = Grants::of(&[Role::Administrator]).to_map(RoleEdition::Pacific);
         assert_eq!(map.len(), 17);
         assert!(!map.contains_key("nvme-of") && !map.contains_key("smb"));
         assert!(map
@@ -341,7 +408,7 @@ mod tests {
 
     #[test]
     fn read_only_matches_the_dashboard_16_2_15_answer() {
-        let map = Grants::of(&[Role::ReadOnly]).to_map();
+        let map = Grants::of(&[Role::ReadOnly]).to_map(RoleEdition::Pacific);
         let expected = [
             "cephfs",
             "grafana",
@@ -372,11 +439,11 @@ mod tests {
         let (grants, unknown) =
             Grants::from_permissions([("nvme-of", read.as_slice()), ("smb", full.as_slice())]);
         assert!(unknown.0.is_empty(), "{:?}", unknown.0);
-        assert!(grants.allows(Scope::NvmeOf, Permission::Read));
-        assert!(!grants.allows(Scope::NvmeOf, Permission::Update));
-        assert!(grants.allows(Scope::Smb, Permission::Delete));
+        assert!(grants.allows(RoleEdition::Pacific, Scope::NvmeOf, Permission::Read));
+        assert!(!grants.allows(RoleEdition::Pacific, Scope::NvmeOf, Permission::Update));
+        assert!(grants.allows(RoleEdition::Pacific, Scope::Smb, Permission::Delete));
         assert_eq!(
-            grants.json(),
+            grants.json(RoleEdition::Pacific),
             r#"{"nvme-of":["read"],"smb":["create","delete","read","update"]}"#
         );
     }
@@ -384,11 +451,11 @@ mod tests {
     #[test]
     fn roles_union_their_grants() {
         let g = Grants::of(&[Role::PoolManager, Role::RgwManager]);
-        assert!(g.allows(Scope::Pool, Permission::Delete));
-        assert!(g.allows(Scope::Rgw, Permission::Create));
-        assert!(g.allows(Scope::Grafana, Permission::Read));
-        assert!(!g.allows(Scope::Grafana, Permission::Update));
-        assert!(!g.allows(Scope::Osd, Permission::Read));
+        assert!(g.allows(RoleEdition::Pacific, Scope::Pool, Permission::Delete));
+        assert!(g.allows(RoleEdition::Pacific, Scope::Rgw, Permission::Create));
+        assert!(g.allows(RoleEdition::Pacific, Scope::Grafana, Permission::Read));
+        assert!(!g.allows(RoleEdition::Pacific, Scope::Grafana, Permission::Update));
+        assert!(!g.allows(RoleEdition::Pacific, Scope::Osd, Permission::Read));
     }
 
     #[test]
@@ -402,12 +469,12 @@ mod tests {
             ("nvmeof", nvmeof.as_slice()),
             ("rgw", rgw.as_slice()),
         ]);
-        assert!(grants.allows(Scope::Pool, Permission::Update));
-        assert!(!grants.allows(Scope::Pool, Permission::Delete));
-        assert!(grants.allows(Scope::Rgw, Permission::Read));
+        assert!(grants.allows(RoleEdition::Pacific, Scope::Pool, Permission::Update));
+        assert!(!grants.allows(RoleEdition::Pacific, Scope::Pool, Permission::Delete));
+        assert!(grants.allows(RoleEdition::Pacific, Scope::Rgw, Permission::Read));
         assert_eq!(unknown.0, ["nvmeof", "rgw: fly"]);
         assert_eq!(
-            grants.json(),
+            grants.json(RoleEdition::Pacific),
             r#"{"pool":["read","update"],"rgw":["read"]}"#
         );
     }
@@ -416,13 +483,14 @@ mod tests {
     fn the_read_only_roles_permissions_object_grants_what_the_role_does() {
         let read_only = Grants::of(&[Role::ReadOnly]);
         let map: Vec<(&str, Vec<String>)> = read_only
-            .to_map()
+            .to_map(RoleEdition::Pacific)
             .into_iter()
             .map(|(s, p)| (s, p.into_iter().map(String::from).collect()))
             .collect();
         let (again, unknown) =
             Grants::from_permissions(map.iter().map(|(s, p)| (*s, p.as_slice())));
-        assert_eq!(again, read_only);
+        let pacific = RoleEdition::Pacific;
+        assert_eq!(again.json(pacific), read_only.json(pacific));
         assert!(unknown.0.is_empty());
     }
 
@@ -438,7 +506,7 @@ mod tests {
 
     #[test]
     fn no_roles_grant_nothing() {
-        assert!(Grants::of(&[]).to_map().is_empty());
+        assert!(Grants::of(&[]).to_map(RoleEdition::Pacific).is_empty());
     }
 
     #[test]
@@ -450,5 +518,37 @@ mod tests {
             assert_eq!(Role::from_name(r.name()), Some(r));
         }
         assert_eq!(Role::from_name("root"), None);
+    }
+
+    /// 20.2's definitions (its `services/access_control.py`): the two new scopes, the
+    /// smb-manager role, and prometheus read for every manager role.
+    #[test]
+    fn the_tentacle_edition_grants_what_ceph_20_2_added() {
+        use RoleEdition::{Pacific, Tentacle};
+        let admin = Grants::of(&[Role::Administrator]);
+        assert_eq!(admin.to_map(Tentacle).len(), 19);
+        let viewer = Grants::of(&[Role::ReadOnly]);
+        assert!(viewer.allows(Tentacle, Scope::NvmeOf, Permission::Read));
+        assert!(viewer.allows(Tentacle, Scope::Smb, Permission::Read));
+        assert!(!viewer.allows(Pacific, Scope::Smb, Permission::Read));
+        assert!(!viewer.allows(Tentacle, Scope::ConfigOpt, Permission::Read));
+        let block = Grants::of(&[Role::BlockManager]);
+        assert!(block.allows(Tentacle, Scope::NvmeOf, Permission::Delete));
+        assert!(block.allows(Tentacle, Scope::Prometheus, Permission::Read));
+        assert!(!block.allows(Pacific, Scope::Prometheus, Permission::Read));
+        let smb = Grants::of(&[Role::SmbManager]);
+        assert_eq!(
+            smb.json(Tentacle),
+            r#"{"cephfs":["create","delete","read","update"],"grafana":["read"],"nfs-ganesha":["read"],"prometheus":["read"],"rgw":["create","delete","read","update"],"smb":["create","delete","read","update"]}"#
+        );
+        assert_eq!(smb.json(Pacific), "{}");
+        let ganesha = Grants::of(&[Role::GaneshaManager]);
+        assert!(ganesha.allows(Tentacle, Scope::Smb, Permission::Read));
+        assert!(!ganesha.allows(Tentacle, Scope::Smb, Permission::Create));
+        let release = |text| RoleEdition::of(crate::ceph_release::CephRelease::parse(text));
+        assert_eq!(release("18.2"), Pacific);
+        assert_eq!(release("19.2"), Pacific);
+        assert_eq!(release("20.2"), Tentacle);
+        assert_eq!(RoleEdition::of(None), Pacific);
     }
 }

@@ -261,6 +261,8 @@ impl Gateway {
             + &self.optional_section("state")
             + &self.optional_section("state.redis")
             + &self.optional_section("log")
+            + &self.optional_section("oidc")
+            + &self.optional_section("oidc.role_map")
             + &self.optional_section("answer_cache")
     }
 
@@ -293,7 +295,11 @@ impl Gateway {
     /// Write `clustergate.toml`, the users file and the secret into `dir`; returns the config path.
     pub fn write_files(&self, dir: &Path, port: u16, metrics_port: u16) -> PathBuf {
         let config = dir.join("clustergate.toml");
-        fs::write(&config, self.config_text(port, metrics_port)).unwrap();
+        // `{PORT}` in a line stands for the listening port (`server.public_url`).
+        let text = self
+            .config_text(port, metrics_port)
+            .replace("{PORT}", &port.to_string());
+        fs::write(&config, text).unwrap();
         let users = dir.join("users.toml");
         match &self.users_file {
             UsersFile::Users => {

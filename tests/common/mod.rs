@@ -8,6 +8,7 @@
 //! the scope probe comparing the gateway's 403s with the dashboard's (`scope_probe`).
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
+mod browser;
 mod ceph_dev;
 mod dashboard;
 mod dashboard_accounts;
@@ -17,6 +18,7 @@ mod forwarding;
 mod gateway;
 mod haproxy;
 mod jwt;
+mod oidc;
 mod process;
 mod prometheus_server;
 mod promql;
@@ -27,6 +29,7 @@ mod scope_probe;
 mod test_ports;
 mod users;
 
+pub use browser::*;
 pub use dashboard::*;
 pub use expect::*;
 pub use fault::*;
@@ -34,6 +37,7 @@ pub use forwarding::*;
 pub use gateway::*;
 pub use haproxy::*;
 pub use jwt::*;
+pub use oidc::*;
 pub use process::*;
 pub use prometheus_server::*;
 pub use promql::*;

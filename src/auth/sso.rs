@@ -1,0 +1,222 @@
+//! The browser's single sign-on (`[oidc]`), under `/auth/oidc/`: `login` sends the browser
+//! to the provider (authorization code flow, PKCE, `state`, `nonce`; what must come back is
+//! kept in a short-lived cookie signed like the tokens, so any gateway finishes the login);
+//! the callback (`oidc.redirect_path`) trades the code, issues the gateway's own token as
+//! `/api/auth` does (permissions from the mapped roles, `jti`, revocable) with the same
+//! cookie, and lands the browser on the dashboard's UI the way the dashboard's own SAML
+//! login does (`/#/login?access_token=...`, which the UI checks and keeps).
+
+use super::{Auth, AuthRequest, AuthSubject};
+use crate::edge::respond::LocalResponse;
+use crate::errors::GatewayError;
+use crate::oidc::{LoginError, Provider};
+use crate::state::UnixTime;
+use crate::tokens::PendingLogin;
+
+/// The pending login's cookie: `SameSite=Lax`, as the provider sends the browser back by
+/// a cross-site navigation (a `Strict` cookie would stay behind).
+const PENDING_COOKIE: &str = "cg_oidc_login";
+
+/// Set by a single sign-on user's logout until the provider's logout is done: the web UI,
+/// whose requests still in flight meet 401s, may send the browser to the login page (and
+/// so to the provider, whose session still stands) before it follows the logout's
+/// `redirect_url`; `login` then sends it to the provider's logout instead, once.
+pub const LOGGED_OUT_COOKIE: &str = "cg_oidc_logged_out";
+
+/// Where the provider tells the gateway a user logged out (back-channel logout).
+pub const BACKCHANNEL_LOGOUT: &str = "/auth/oidc/backchannel-logout";
+
+/// Where the UI's login page sends the browser (relative, as the dashboard's SAML
+/// `auth/saml2/login`), under `/auth/oidc/`.
+pub const LOGIN_URL: &str = "auth/oidc/login";
+
+impl Auth {
+    /// A request under `/auth/oidc/`: the login's start or its callback (GET), or the
+    /// provider's back-channel logout (POST).
+    pub async fn sso(
+        &self,
+        method: &http::Method,
+        path: &str,
+        req: &AuthRequest<'_>,
+        now: UnixTime,
+        subject: &mut AuthSubject,
+    ) -> Result<LocalResponse, GatewayError> {
+        let provider = self
+            .oidc
+            .as_ref()
+            .ok_or_else(|| GatewayError::not_found(path))?;
+        subject.method = Some("oidc");
+        let allow = if path == BACKCHANNEL_LOGOUT {
+            "POST"
+        } else {
+            "GET"
+        };
+        if method.as_str() != allow {
+            return Err(GatewayError::MethodNotAllowed { allow });
+        }
+        if path == BACKCHANNEL_LOGOUT {
+            return self.backchannel_logout(provider, req, now).await;
+        }
+        let result = if path == format!("/{LOGIN_URL}") {
+            self.sso_start(provider, req, now)
+        } else if path == provider.redirect_path {
+            let finished = self.sso_callback(provider, req, now, subject).await;
+            self.metrics.oidc.login(login_result(&finished));
+            finished
+        } else {
+            return Err(GatewayError::not_found(path));
+        };
+        result.map_err(|e| {
+            tracing::info!(error = %e, "single sign-on login refused");
+            login_answer(e)
+        })
+    }
+
+    fn sso_start(
+        &self,
+        provider: &Provider,
+        req: &AuthRequest<'_>,
+        now: UnixTime,
+    ) -> Result<LocalResponse, LoginError> {
+        let logging_out = req.cookie(LOGGED_OUT_COOKIE).is_some();
+        if let Some(logout) = provider.logout_url(&format!("{}/", provider.home)) {
+            if logging_out {
+                let done = format!("{LOGGED_OUT_COOKIE}=; Path=/auth/oidc/; Max-Age=0");
+                return Ok(redirect(&logout).with_header("set-cookie", done));
+            }
+        }
+        let start = provider.start_login(&provider.redirect_uri, now)?;
+        let sealed = self
+            .tokens
+            .load()
+            .seal_pending_login(start.pending)
+            .map_err(|e| LoginError::Exchange(e.to_string()))?;
+        let cookie = format!(
+            "{PENDING_COOKIE}={sealed}; HttpOnly; Path=/auth/oidc/; SameSite=Lax; Max-Age=600{}",
+            if self.tls { "; Secure" } else { "" }
+        );
+        Ok(redirect(&start.location).with_header("set-cookie", cookie))
+    }
+
+    async fn sso_callback(
+        &self,
+        provider: &Provider,
+        req: &AuthRequest<'_>,
+        now: UnixTime,
+        subject: &mut AuthSubject,
+    ) -> Result<LocalResponse, LoginError> {
+        if let Some(error) = req.query_param("error") {
+            return Err(LoginError::Refused(error.chars().take(64).collect()));
+        }
+        let pending = self.pending_login(req, now)?;
+        let code = req.query_param("code").ok_or(LoginError::State)?;
+        let login = provider
+            .finish_login(&code, &pending, &provider.redirect_uri, now)
+            .await?;
+        subject.username = Some(login.user.username.clone());
+        subject.provider_subject = Some(login.identity.sub.clone());
+        let issued = self
+            .tokens
+            .load()
+            .issue_sso(&login.user.username, login.identity, now)
+            .map_err(|e| LoginError::Exchange(e.to_string()))?;
+        tracing::info!(username = %login.user.username, jti = %issued.claims.jti, "single sign-on login");
+        let token_cookie = format!("token={}; {}", issued.token, self.cookie_attributes());
+        let clear_pending = format!("{PENDING_COOKIE}=; Path=/auth/oidc/; Max-Age=0");
+        Ok(redirect(&format!(
+            "{}/#/login?access_token={}",
+            provider.home, issued.token
+        ))
+        .with_header("set-cookie", token_cookie)
+        .with_header("set-cookie", clear_pending))
+    }
+
+    /// Ends every session of the user the provider's logout token names, on every gateway
+    /// sharing the state store: their tokens issued until now are refused (a single
+    /// sign-on token is checked against this on each request). 200 with no body, as the
+    /// specification asks; 400 for a token that is not a good logout token.
+    async fn backchannel_logout(
+        &self,
+        provider: &Provider,
+        req: &AuthRequest<'_>,
+        now: UnixTime,
+    ) -> Result<LocalResponse, GatewayError> {
+        let token = req
+            .form_param("logout_token")
+            .ok_or_else(|| GatewayError::bad_request("no logout_token"))?;
+        let sub = provider.logout_subject(&token, now).await.map_err(|e| {
+            tracing::info!(error = %e, "back-channel logout refused");
+            GatewayError::bad_request(format!("logout_token: {e}"))
+        })?;
+        // Tokens of this second are ended too: `iat` counts whole seconds.
+        let until = now + self.tokens.load().ttl_seconds() + 1;
+        self.stores
+            .credential_resets
+            .reset(&sso_reset_key(&sub), now + 1, until, now)
+            .await?;
+        tracing::info!(subject = %sub, "back-channel logout: the user's sessions end");
+        Ok(
+            LocalResponse::json_text(200, "application/json", String::new())
+                .with_header("cache-control", "no-store".to_string()),
+        )
+    }
+
+    /// The pending login of this browser, if the callback's `state` is its.
+    fn pending_login(
+        &self,
+        req: &AuthRequest<'_>,
+        now: UnixTime,
+    ) -> Result<PendingLogin, LoginError> {
+        let sealed = req.cookie(PENDING_COOKIE).ok_or(LoginError::State)?;
+        let pending = self
+            .tokens
+            .load()
+            .open_pending_login(sealed, now)
+            .map_err(|_| LoginError::State)?;
+        let state = req.query_param("state").ok_or(LoginError::State)?;
+        // Both are ours, random and equally long: no timing to learn from.
+        if state != pending.state {
+            return Err(LoginError::State);
+        }
+        Ok(pending)
+    }
+}
+
+/// A finished login's `clustergate_oidc_logins_total` label.
+fn login_result(result: &Result<LocalResponse, LoginError>) -> &'static str {
+    match result {
+        Ok(_) => "success",
+        Err(LoginError::Unavailable) => "unavailable",
+        Err(LoginError::State) => "bad_state",
+        Err(LoginError::Refused(_)) => "refused",
+        Err(LoginError::Exchange(_)) => "error",
+        Err(LoginError::Token(_)) => "invalid",
+    }
+}
+
+/// Where a provider user's sessions' end is recorded among the users' resets: a name no
+/// users-file user can have (control characters are refused there).
+pub fn sso_reset_key(sub: &str) -> String {
+    format!("\u{1}oidc\u{1}{sub}")
+}
+
+fn redirect(location: &str) -> LocalResponse {
+    LocalResponse::json_text(302, "text/plain", String::new())
+        .with_header("location", location.to_string())
+}
+
+/// A refused login's answer: the browser sees what went wrong, in the dashboard's error shape.
+fn login_answer(error: LoginError) -> GatewayError {
+    match error {
+        LoginError::Unavailable => GatewayError::Unavailable {
+            detail: error.to_string(),
+        },
+        LoginError::Exchange(_) => GatewayError::BadGateway {
+            detail: error.to_string(),
+        },
+        LoginError::Token(crate::oidc::OidcError::NoRole { .. }) => GatewayError::Forbidden,
+        LoginError::State | LoginError::Refused(_) | LoginError::Token(_) => {
+            GatewayError::bad_request(error.to_string())
+        }
+    }
+}
