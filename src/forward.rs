@@ -266,7 +266,7 @@ const MAX_LANGUAGE_LEN: usize = 35;
 /// The `Cookie` header the dashboard gets: `cd-lang=<tag>` rebuilt from the client's
 /// language cookie when its value is a plain tag (ASCII letters, digits, `-`, `_`), so
 /// that no parser can read another cookie out of it; `None`: no cookie at all.
-fn language_cookie(headers: &HeaderMap) -> Option<HeaderValue> {
+pub fn language_cookie(headers: &HeaderMap) -> Option<HeaderValue> {
     let tag = headers
         .get_all(COOKIE)
         .iter()

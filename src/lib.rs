@@ -15,7 +15,9 @@
 //! 3. Everything else is admitted by `access` (method, token, operation, role, version),
 //!    its body read by `edge::request`, and forwarded by `upstream` (which manager, one
 //!    request's attempts, what a try learns: `upstream::failover`) and `forward` (what
-//!    changes on the way).
+//!    changes on the way). Admitted GETs of the operations the web UI polls are first
+//!    asked of `answer_cache`: identical ones in flight share one dashboard request, and
+//!    its answer is kept a second.
 //! 4. `error_answers` turns every module's error into an answer (`errors`: the dashboard's
 //!    status and JSON shape), `edge::respond` writes it with the security headers;
 //!    `observe` counts it (`metrics`) and writes its access line and audit record.
@@ -34,6 +36,7 @@
 #![deny(unsafe_code)]
 
 mod access;
+mod answer_cache;
 mod app;
 mod auth;
 mod ceph_release;

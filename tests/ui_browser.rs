@@ -3,7 +3,8 @@
 //! and the Node driver in `tests/ui/` (playwright-core driving Debian's `/usr/bin/chromium`)
 //! running the UI flows: login, landing page, Pools, logout; a read-only user; wrong
 //! passwords and lockout; security headers and caching; a manager failover while the UI is
-//! open; and the landing page screenshot for the README.
+//! open; and the landing page screenshot for the README. The answer cache is on, as shipped:
+//! the UI's files come from the gateway's memory (immutable hashed names, ETag, 304).
 //!
 //! Screenshots of every step go to `target/ui-screenshots/` (emptied first). The README's
 //! `deploy/screenshots/landing-page.png` is written when it is missing, or when
@@ -57,6 +58,8 @@ fn the_dashboards_web_ui_works_through_the_gateway() {
         .tls(true)
         .lockout(LOCKOUT_ATTEMPTS, LOCKOUT_SECONDS)
         .upstream(&dash)
+        // As shipped: the polled answers and the UI's files kept at the edge.
+        .set_toml("answer_cache", "enabled", "enabled = true")
         .start();
     let shots = screenshot_dir();
 

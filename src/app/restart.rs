@@ -26,6 +26,7 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
         access: _,
         state,
         log,
+        answer_cache,
     } = running;
     changed.server(server, &new.server);
     changed.metrics(metrics, &new.metrics);
@@ -43,6 +44,8 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
     // Every store setting: the stores and their connections are made once.
     changed.key("state", *state != new.state);
     changed.log(log, &new.log);
+    // The cache is made once, with its bounds; a reload drops what it holds (`answer_cache`).
+    changed.key("answer_cache", *answer_cache != new.answer_cache);
     changed.0
 }
 

@@ -23,6 +23,7 @@ use super::parts::{PartsError, Reloadable};
 use super::reload::{Live, Reloader};
 use super::upgrade::{self, Invocation, SelfUpgrade};
 use crate::access::Admission;
+use crate::answer_cache::AnswerCache;
 use crate::auth::{Auth, DashboardAccounts, RefusalFloor};
 use crate::config::{
     Config, OidcConfig, ServerConfig, TlsMode, UpstreamConfig, UpstreamIdentity, UpstreamTrust,
@@ -129,6 +130,7 @@ fn build(
         access: _,
         state,
         log,
+        answer_cache,
     } = config;
     let state_dir = &server_config.state_dir;
     let certificate = certificate(&server_config.tls, state_dir)?;
@@ -252,6 +254,7 @@ fn build(
         access_log: AccessLog::new(log.format, logs.writer.clone(), logs.ansi),
         audit: audit.clone(),
         body_timeout: server_config.clients.body_timeout,
+        answer_cache: AnswerCache::new(answer_cache, metrics.answer_cache.clone()),
     };
     server.add_service(proxy_service(
         &server,

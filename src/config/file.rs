@@ -17,6 +17,7 @@ pub(super) struct FileConfig {
     pub access: AccessSection,
     pub state: StateSection,
     pub log: LogSection,
+    pub answer_cache: AnswerCacheSection,
 }
 
 #[derive(Debug, Deserialize)]
@@ -417,4 +418,37 @@ pub(super) struct RoleEntry {
     /// Scope name to permission names, e.g. `pool = ["read", "update"]`.
     #[serde(default)]
     pub scopes_permissions: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct AnswerCacheSection {
+    pub enabled: bool,
+    /// `None`: the operations the web UI polls (`config::answer_cache`).
+    pub ttl_ms: Option<BTreeMap<String, u64>>,
+    pub max_entries: usize,
+    pub max_bytes: usize,
+    pub max_answer_bytes: usize,
+    pub max_wait_ms: u64,
+    pub max_followers: usize,
+    pub ui_files: bool,
+    pub ui_files_ttl_ms: u64,
+    pub ui_hashed_files_ttl_ms: u64,
+}
+
+impl Default for AnswerCacheSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            ttl_ms: None,
+            max_entries: 4096,
+            max_bytes: 64 * 1024 * 1024,
+            max_answer_bytes: 8 * 1024 * 1024,
+            max_wait_ms: 5000,
+            max_followers: 256,
+            ui_files: true,
+            ui_files_ttl_ms: 10_000,
+            ui_hashed_files_ttl_ms: 3_600_000,
+        }
+    }
 }

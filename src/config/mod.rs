@@ -2,11 +2,12 @@
 //! validated once, and turned into the typed [`Config`] the rest of the gateway uses.
 //! Every problem is collected and reported together, naming the file and the key. One
 //! module per section validates it (`server`, `auth`, `users`, `upstream`, `access`,
-//! `state`, `log`);
+//! `state`, `log`, `answer_cache`);
 //! files a section names (secret, certificate, users, roles, scope table) are read here,
 //! once. `export` writes the users and roles files from the same structs.
 
 mod access;
+mod answer_cache;
 mod auth;
 mod error;
 mod export;
@@ -23,6 +24,7 @@ mod users;
 use std::path::{Path, PathBuf};
 
 pub use access::{built_in_table, AccessConfig, OperationRule, ReleaseRules, UnknownOperations};
+pub use answer_cache::{AnswerCacheConfig, POLLED_OPERATIONS};
 pub use auth::{ApiConfig, AuthConfig, AuthSource, LockoutPolicy, DASHBOARD_LOCKOUT_ATTEMPTS};
 pub use error::{ConfigError, ConfigErrors};
 pub use export::{roles_file_text, users_file_text, ExportError, RoleRecord, UserRecord};
@@ -56,6 +58,8 @@ pub struct Config {
     /// Where revocations, lockouts and the service account's token live.
     pub state: StateConfig,
     pub log: LogConfig,
+    /// What answers are shared and kept a moment (`answer_cache`).
+    pub answer_cache: AnswerCacheConfig,
 }
 
 /// Reads and validates the configuration file and the files it names.
@@ -135,6 +139,7 @@ impl Config {
         }
         let state = state::validate(&mut errors, &at, file.state);
         let log = log::validate(&mut errors, &at, file.log);
+        let answer_cache = answer_cache::validate(&mut errors, &at, file.answer_cache);
         let (Some((server, metrics)), true) = (listeners, errors.is_empty()) else {
             return Err(errors);
         };
@@ -160,6 +165,7 @@ impl Config {
             access,
             state,
             log,
+            answer_cache,
         })
     }
 }

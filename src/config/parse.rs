@@ -92,12 +92,14 @@ pub(super) fn sections(text: &str, source: &Path, errors: &mut ConfigErrors) -> 
         access: typed_section(errors, source, "access", section("access")).unwrap_or_default(),
         state: typed_section(errors, source, "state", section("state")).unwrap_or_default(),
         log: typed_section(errors, source, "log", section("log")).unwrap_or_default(),
+        answer_cache: typed_section(errors, source, "answer_cache", section("answer_cache"))
+            .unwrap_or_default(),
     };
     for key in table.keys() {
         errors.push(
             source,
             key_name(key),
-            "unknown section or key (sections: server, metrics, api, auth, upstream, oidc, access, state, log)",
+            "unknown section or key (sections: server, metrics, api, auth, upstream, oidc, access, state, log, answer_cache)",
         );
     }
     Some(file)

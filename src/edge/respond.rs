@@ -128,6 +128,39 @@ fn response_parts(
     Ok((parts, body))
 }
 
+/// An answer the gateway kept (the answer cache): its own headers, its length and the
+/// common headers; `body` `None`: none (`304`).
+pub async fn send_kept(
+    session: &mut Session,
+    status: StatusCode,
+    headers: &[(HeaderName, HeaderValue)],
+    body: Option<Bytes>,
+    tls: bool,
+    request_id: &str,
+) -> pingora::Result<()> {
+    let mut parts = http::Response::new(()).into_parts().0;
+    parts.status = status;
+    let map = &mut parts.headers;
+    map.reserve(8 + headers.len());
+    for (name, value) in headers {
+        map.append(name.clone(), value.clone());
+    }
+    if let Some(body) = &body {
+        map.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+    for (name, value) in common_headers(tls, request_id)? {
+        map.insert(name, value);
+    }
+    let end = body.is_none();
+    session
+        .write_response_header(Box::new(ResponseHeader::from(parts)), end)
+        .await?;
+    if let Some(body) = body {
+        session.write_response_body(Some(body), true).await?;
+    }
+    Ok(())
+}
+
 /// `response` as HTTP/1.1 bytes that close the connection, for a client refused before
 /// pingora has a session for it (its request head too large or too slow).
 pub fn closing_http1(

@@ -1,5 +1,6 @@
 //! What the gateway measures. The admin listener (`admin`) serves it.
 
+mod answer_cache;
 mod children;
 mod deployment;
 mod labels;
@@ -18,6 +19,7 @@ use crate::routes::Route;
 use crate::state::StoreHealth;
 use children::Children;
 
+pub use answer_cache::{AnswerCacheMetrics, CacheResult};
 pub use deployment::DeploymentMetrics;
 use labels::{method_index, status_label, METHOD_LABELS};
 pub use labels::{ConnectionRefusal, LoginResult, TokenCheckResult};
@@ -71,6 +73,7 @@ pub struct Metrics {
     pub logs: LogMetrics,
     /// Single sign-on: the provider's keys and tokens.
     pub oidc: OidcMetrics,
+    pub answer_cache: AnswerCacheMetrics,
 }
 
 impl Metrics {
@@ -267,6 +270,7 @@ impl Metrics {
             deployment: DeploymentMetrics::new(registry)?,
             oidc: OidcMetrics::new(registry)?,
             logs: LogMetrics::new(registry)?,
+            answer_cache: AnswerCacheMetrics::new(registry)?,
         }))
     }
 

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use pingora::proxy::Session;
 
 use crate::access::{Admission, OperationId};
+use crate::answer_cache::Capture;
 use crate::auth::AuthSubject;
 use crate::forward::Forward;
 use crate::observe::access_log::{self, Served};
@@ -42,6 +43,8 @@ pub struct RequestCtx {
     pub(super) subject: AuthSubject,
     /// The answer being read whole to be sent without dashboard tokens.
     pub(super) redaction: Option<Redaction>,
+    /// The answer being captured for the identical requests waiting (`answer_cache`).
+    pub(super) capture: Option<Capture>,
 }
 
 impl RequestCtx {
@@ -66,6 +69,7 @@ impl RequestCtx {
             operation: None,
             subject: AuthSubject::default(),
             redaction: None,
+            capture: None,
         }
     }
 

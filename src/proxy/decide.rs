@@ -2,12 +2,14 @@
 //! refusal) or a request admitted for forwarding, its body read.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use pingora::prelude::*;
 use pingora::proxy::Session;
 
 use super::{Gateway, RequestCtx};
 use crate::access::{self, Admission, Lookup, TableChoice};
+use crate::answer_cache::Stored;
 use crate::auth::{self, AuthRequest};
 use crate::docs;
 use crate::edge::paths;
@@ -25,6 +27,8 @@ use crate::users::RoleEdition;
 pub(super) enum Next {
     Answer(LocalResponse),
     Forward(Forward),
+    /// Admitted, and answered by the answer cache.
+    Cached(Forward, Arc<Stored>),
 }
 
 impl Gateway {
@@ -61,10 +65,10 @@ impl Gateway {
                     .map_err(GatewayError::from)
             }
             Route::Sso => self.answer_sso(session, ctx, &path).await.map(Next::Answer),
-            Route::Api | Route::Other => self
-                .prepare_forward(session, ctx, &path)
-                .await
-                .map(Next::Forward),
+            Route::Api | Route::Other => match self.prepare_forward(session, ctx, &path).await {
+                Ok(forward) => Ok(self.consult_cache(session, ctx, forward).await),
+                Err(error) => Err(error),
+            },
         };
         ctx.path = path;
         next

@@ -18,6 +18,7 @@
 //! (what `request_filter` decides) and `retry` (what the hooks do with what a try learned
 //! about the managers, `upstream::failover`).
 
+mod cached;
 mod ctx;
 mod decide;
 mod retry;
@@ -35,6 +36,7 @@ use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use tracing::Instrument;
 
 use crate::access::Admission;
+use crate::answer_cache::AnswerCache;
 use crate::auth::Auth;
 use crate::client_addr::TrustedProxies;
 use crate::docs::Docs;
@@ -76,6 +78,8 @@ pub struct Gateway {
     pub audit: Arc<Audit>,
     /// `server.body_timeout_ms`: every request body the gateway reads.
     pub body_timeout: Duration,
+    /// Answers of the polled operations, shared and kept a moment.
+    pub answer_cache: Arc<AnswerCache>,
 }
 
 #[async_trait]
@@ -98,6 +102,11 @@ impl ProxyHttp for Gateway {
             Ok(Next::Forward(forward)) => {
                 ctx.forward = Some(forward);
                 return Ok(false);
+            }
+            Ok(Next::Cached(forward, answer)) => {
+                ctx.forward = Some(forward);
+                self.send_kept(session, ctx, &answer).await?;
+                return Ok(true);
             }
             Ok(Next::Answer(response)) => response,
             Err(error) => {
@@ -152,6 +161,7 @@ impl ProxyHttp for Gateway {
         if let Some(body) = &ctx.body {
             forward::set_body_length(upstream_request, body.len());
         }
+        cached::prepare_upstream(ctx, upstream_request);
         match forward.user_token.is_some() {
             true => ctx.attempt.sending_as_user(),
             false => ctx.attempt.sending(token),
@@ -211,10 +221,12 @@ impl ProxyHttp for Gateway {
         let redact = ctx.forward.as_ref().is_some_and(|f| f.redact_tokens);
         forward::rewrite_response(response, &self.upstreams, redact)?;
         ctx.redaction = redact.then(Redaction::default);
+        cached::capture_head(ctx, response)?;
         respond::set_common_headers(response, self.tls, &ctx.id)
     }
 
-    /// An answer that may carry a dashboard token is sent whole, without it.
+    /// An answer that may carry a dashboard token is sent whole, without it; the answer of
+    /// a request that leads its flight is captured (as sent) for the others.
     fn response_body_filter(
         &self,
         _session: &mut Session,
@@ -227,6 +239,7 @@ impl ProxyHttp for Gateway {
                 .take(body.take(), end_of_stream)
                 .map_err(|e| Error::because(InternalError, "redacting dashboard tokens", e))?;
         }
+        cached::capture_body(ctx, body.as_ref(), end_of_stream);
         Ok(None)
     }
 
@@ -315,5 +328,6 @@ impl ProxyHttp for Gateway {
         let served = ctx.served(session, status, elapsed);
         self.access_log.record(&served, &ctx.span);
         self.audit.record(&served, &ctx.subject);
+        self.after_answer(session, ctx);
     }
 }

@@ -55,7 +55,10 @@ impl Gateway {
             ttl: 28800,
             issuer: "clustergate".into(),
             secret: None,
-            extra: Vec::new(),
+            // The answer cache changes what reaches the dashboard (repeated GETs of polled
+            // operations within a second do not): off, but in the tests about it
+            // (`answer_cache`).
+            extra: vec![("answer_cache".into(), "enabled = false".into())],
             files: Vec::new(),
             upstream: None,
             drain_seconds: 0.0,
@@ -203,6 +206,19 @@ impl Gateway {
         self.extra_toml("server", &format!("public_url = {url:?}"))
     }
 
+    /// The answer cache on, with `ttl_ms` for these operations instead of the defaults.
+    pub fn answer_cache(self, ttl_ms: &[(&str, u64)]) -> Self {
+        let table: Vec<String> = ttl_ms
+            .iter()
+            .map(|(op, ms)| format!("{op:?} = {ms}"))
+            .collect();
+        self.set_toml("answer_cache", "enabled", "enabled = true")
+            .extra_toml(
+                "answer_cache",
+                &format!("ttl_ms = {{ {} }}", table.join(", ")),
+            )
+    }
+
     /// Another file written beside the config (relative name), e.g. an operator's certificate.
     pub fn file(mut self, name: &str, contents: &str) -> Self {
         self.files.push((name.into(), contents.into()));
@@ -247,6 +263,7 @@ impl Gateway {
             + &self.optional_section("log")
             + &self.optional_section("oidc")
             + &self.optional_section("oidc.role_map")
+            + &self.optional_section("answer_cache")
     }
 
     /// `[name]` with its extra lines, when a test added any.
