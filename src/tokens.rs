@@ -151,17 +151,29 @@ impl TokenService {
         not_after: Option<u64>,
     ) -> Result<Issued, TokenError> {
         let ttl_end = now.saturating_add(self.ttl.as_secs());
-        let claims = Claims {
+        let exp = not_after.map_or(ttl_end, |end| end.min(ttl_end));
+        self.sign(self.claims(username, fingerprint, now, exp, None))
+    }
+
+    /// A new token's claims (a fresh `jti`).
+    fn claims(
+        &self,
+        username: &str,
+        fingerprint: &str,
+        iat: u64,
+        exp: u64,
+        idp: Option<ProviderIdentity>,
+    ) -> Claims {
+        Claims {
             iss: self.issuer.clone(),
             sub: username.to_string(),
             username: username.to_string(),
             jti: uuid::Uuid::new_v4().to_string(),
-            iat: now,
-            exp: not_after.map_or(ttl_end, |end| end.min(ttl_end)),
+            iat,
+            exp,
             cred: fingerprint.to_string(),
-            idp: None,
-        };
-        self.sign(claims)
+            idp,
+        }
     }
 
     /// How long a token lives.
@@ -176,17 +188,8 @@ impl TokenService {
         identity: ProviderIdentity,
         now: u64,
     ) -> Result<Issued, TokenError> {
-        let claims = Claims {
-            iss: self.issuer.clone(),
-            sub: username.to_string(),
-            username: username.to_string(),
-            jti: uuid::Uuid::new_v4().to_string(),
-            iat: now,
-            exp: now.saturating_add(self.ttl.as_secs()),
-            cred: String::new(),
-            idp: Some(identity),
-        };
-        self.sign(claims)
+        let exp = now.saturating_add(self.ttl.as_secs());
+        self.sign(self.claims(username, "", now, exp, Some(identity)))
     }
 
     /// `pending` signed with the signing key.
