@@ -2,12 +2,15 @@
 //! [`GatewayError`], in one place. It sits above the modules it maps (they import
 //! `errors` for the answer type, never this file), so the imports run one way.
 
-use crate::access::AccessError;
+use crate::access::{AccessError, AdmissionError};
+use crate::auth::AuthError;
 use crate::docs::DocsError;
 use crate::edge::connections::ConnectionError;
 use crate::edge::paths::PathError;
 use crate::edge::request::BodyError;
 use crate::errors::GatewayError;
+use crate::forward::ConnectionHeaderError;
+use crate::oidc::{self, OidcError};
 use crate::state::StateError;
 use crate::upstream::credentials::CredentialError;
 use crate::upstream::in_flight::Overload;
@@ -16,13 +19,20 @@ use crate::upstream::{AttemptError, ClientError};
 use crate::users::password::HashError;
 
 impl GatewayError {
-    /// The answer to a request the operation table refuses. Unknown operations, and
-    /// public ones the gateway does not offer, do not exist here.
-    pub fn refused_access(e: AccessError, path: &str) -> Self {
+    /// The answer to a request admission refused (`path`: the normalized path). Unknown
+    /// operations, and public ones the gateway does not offer, do not exist here.
+    pub fn refused_admission(e: AdmissionError, path: &str) -> Self {
         match e {
-            AccessError::UnknownPath | AccessError::Closed => GatewayError::not_found(path),
-            AccessError::NotOffered => GatewayError::NotOffered,
-            AccessError::Forbidden(..) => GatewayError::Forbidden,
+            AdmissionError::MethodNotAllowed { allow } => GatewayError::MethodNotAllowed { allow },
+            AdmissionError::Auth(e) => e.into(),
+            AdmissionError::Access(AccessError::UnknownPath | AccessError::Closed) => {
+                GatewayError::not_found(path)
+            }
+            AdmissionError::Access(AccessError::NotOffered) | AdmissionError::ServiceAccount => {
+                GatewayError::NotOffered
+            }
+            AdmissionError::Access(AccessError::Forbidden(..)) => GatewayError::Forbidden,
+            AdmissionError::Version(e) => GatewayError::Version(e),
         }
     }
 }
@@ -48,6 +58,58 @@ impl From<BodyError> for GatewayError {
                 GatewayError::bad_request(format!("Could not read the request body: {kind}"))
             }
         }
+    }
+}
+
+impl From<AuthError> for GatewayError {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::BadRequest(detail) => GatewayError::BadRequest { detail },
+            AuthError::NotJson => GatewayError::NotJson,
+            AuthError::Version(e) => GatewayError::Version(e),
+            AuthError::InvalidCredentials => GatewayError::InvalidCredentials,
+            AuthError::Unauthorized => GatewayError::Unauthorized,
+            AuthError::NoRole => GatewayError::Forbidden,
+            AuthError::NoDashboardAccount => GatewayError::NoDashboardAccount,
+            AuthError::LocalLoginClosed => GatewayError::LocalLoginClosed,
+            AuthError::NotFound { path } => GatewayError::not_found(&path),
+            AuthError::MethodNotAllowed { allow } => GatewayError::MethodNotAllowed { allow },
+            AuthError::RateLimited { retry_after } => {
+                GatewayError::LoginRateLimited { retry_after }
+            }
+            AuthError::Password(e) => e.into(),
+            AuthError::State(e) => e.into(),
+            AuthError::Unavailable(detail) => GatewayError::Unavailable { detail },
+            AuthError::SingleSignOn(e) => e.into(),
+            AuthError::Signing => GatewayError::Internal,
+        }
+    }
+}
+
+/// A browser's single sign-on that did not finish: the browser sees what went wrong, in
+/// the dashboard's error shape.
+impl From<oidc::LoginError> for GatewayError {
+    fn from(e: oidc::LoginError) -> Self {
+        use oidc::LoginError;
+        match e {
+            LoginError::Unavailable => GatewayError::Unavailable {
+                detail: e.to_string(),
+            },
+            LoginError::Exchange(_) => GatewayError::BadGateway {
+                detail: e.to_string(),
+            },
+            LoginError::Token(OidcError::NoRole { .. }) => GatewayError::Forbidden,
+            LoginError::State | LoginError::Refused(_) | LoginError::Token(_) => {
+                GatewayError::bad_request(e.to_string())
+            }
+        }
+    }
+}
+
+/// The dashboard's 400 for a bad request, the text naming what is wrong.
+impl From<ConnectionHeaderError> for GatewayError {
+    fn from(e: ConnectionHeaderError) -> Self {
+        GatewayError::bad_request(e.to_string())
     }
 }
 
@@ -143,6 +205,8 @@ impl From<CredentialError> for GatewayError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::users::{Permission, Scope};
+    use crate::versioning::VersionError;
 
     #[test]
     fn body_errors_are_answered_as_the_gateway_answered_them_before_they_had_a_type() {
@@ -224,5 +288,76 @@ mod tests {
         }
         let allow = GatewayError::from(DocsError::MethodNotAllowed).headers();
         assert_eq!(allow, vec![("allow", "GET, HEAD".to_string())]);
+    }
+
+    #[test]
+    fn auth_errors_are_answered_as_the_gateway_answered_them_before_they_had_a_type() {
+        let answers = [
+            (AuthError::bad_request("Missing field: username."), 400),
+            (AuthError::NotJson, 415),
+            (AuthError::Version(VersionError::Missing), 415),
+            (AuthError::InvalidCredentials, 400),
+            (AuthError::Unauthorized, 401),
+            (AuthError::NoRole, 403),
+            (AuthError::NoDashboardAccount, 403),
+            (AuthError::LocalLoginClosed, 403),
+            (AuthError::not_found("/auth/oidc/x"), 404),
+            (AuthError::MethodNotAllowed { allow: "POST" }, 405),
+            (AuthError::RateLimited { retry_after: 20 }, 429),
+            (AuthError::Password(HashError::Busy), 429),
+            (AuthError::Password(HashError::Bcrypt), 500),
+            (
+                AuthError::State(StateError::Unavailable("down".into())),
+                503,
+            ),
+            (AuthError::Unavailable("no keys".into()), 503),
+            (AuthError::SingleSignOn(oidc::LoginError::State), 400),
+            (AuthError::SingleSignOn(oidc::LoginError::Unavailable), 503),
+            (
+                AuthError::SingleSignOn(oidc::LoginError::Exchange("x".into())),
+                502,
+            ),
+            (AuthError::Signing, 500),
+        ];
+        for (error, status) in answers {
+            let shown = error.to_string();
+            assert_eq!(GatewayError::from(error).status(), status, "{shown}");
+        }
+        let bad = GatewayError::from(AuthError::bad_request("Missing field: username."));
+        assert_eq!(bad.to_string(), "Missing field: username.");
+        let limited = GatewayError::from(AuthError::RateLimited { retry_after: 20 });
+        assert_eq!(limited.headers(), vec![("retry-after", "20".to_string())]);
+        let method = GatewayError::from(AuthError::MethodNotAllowed { allow: "POST" });
+        assert_eq!(method.headers(), vec![("allow", "POST".to_string())]);
+    }
+
+    #[test]
+    fn admission_refusals_are_a_405_401_404_403_or_415_and_404s_name_the_path() {
+        let answer = |e| GatewayError::refused_admission(e, "/api/nothing");
+        let method = answer(AdmissionError::MethodNotAllowed { allow: "GET" });
+        assert_eq!(method.status(), 405);
+        assert_eq!(answer(AuthError::Unauthorized.into()).status(), 401);
+        let unknown = answer(AccessError::UnknownPath.into());
+        assert_eq!(unknown.status(), 404);
+        assert!(unknown.to_string().contains("/api/nothing"), "{unknown}");
+        assert_eq!(answer(AccessError::Closed.into()).status(), 404);
+        assert_eq!(
+            answer(AccessError::NotOffered.into()),
+            GatewayError::NotOffered
+        );
+        assert_eq!(
+            answer(AdmissionError::ServiceAccount),
+            GatewayError::NotOffered
+        );
+        let forbidden = AccessError::Forbidden(Scope::Pool, Permission::Create);
+        assert_eq!(answer(forbidden.into()), GatewayError::Forbidden);
+        assert_eq!(answer(VersionError::Missing.into()).status(), 415);
+    }
+
+    #[test]
+    fn a_connection_header_refusal_is_the_dashboards_400_naming_the_problem() {
+        let answer = GatewayError::from(ConnectionHeaderError::TooManyOptions);
+        assert_eq!(answer.status(), 400);
+        assert!(answer.to_string().contains("more than"), "{answer}");
     }
 }

@@ -10,6 +10,7 @@
 use pingora::{ErrorSource, ErrorType, ImmutStr};
 use serde_json::{json, Value};
 
+use crate::edge::respond::LocalResponse;
 use crate::versioning::VersionError;
 
 /// Paths are echoed in 404 details up to this many bytes.
@@ -124,6 +125,14 @@ impl GatewayError {
         GatewayError::NotFound {
             path: path[..end].to_string(),
         }
+    }
+
+    /// The answer written to the client, in the dashboard's JSON shape.
+    pub fn answer(&self, request_id: &str) -> LocalResponse {
+        let mut response =
+            LocalResponse::json(self.status(), "application/json", &self.body(request_id));
+        response.headers = self.headers();
+        response
     }
 
     /// A pingora error that carries this answer to `fail_to_proxy`.

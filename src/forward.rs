@@ -18,7 +18,6 @@ use pingora::{InvalidHTTPHeader, OrErr};
 use crate::auth::UserToken;
 use crate::decimal::push_decimal;
 use crate::edge::headers::{carries_only, edit_request};
-use crate::errors::GatewayError;
 use crate::upstream::Upstreams;
 use crate::users::User;
 
@@ -121,11 +120,20 @@ const NOT_HOP_BY_HOP: [&str; 4] = ["host", "content-length", "transfer-encoding"
 /// `Connection` tokens read from one request, at most: past this the request is refused.
 pub const MAX_CONNECTION_TOKENS: usize = 32;
 
+/// A `Connection` header the gateway does not forward.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectionHeaderError {
+    #[error("The Connection header names more than {MAX_CONNECTION_TOKENS} options.")]
+    TooManyOptions,
+    #[error("The Connection header is invalid.")]
+    Invalid,
+}
+
 /// Settles the client's `Connection` header before pingora builds the backend's request
 /// from it: a nominated header is removed here, the nomination of a header the gateway
 /// sets is ignored, and only the connection options stay. pingora would otherwise close
 /// the connection without an answer on a nomination of `X-Forwarded-For` or `Host`.
-pub fn settle_connection_header(req: &mut RequestHeader) -> Result<(), GatewayError> {
+pub fn settle_connection_header(req: &mut RequestHeader) -> Result<(), ConnectionHeaderError> {
     let values = req.headers.get_all(http::header::CONNECTION);
     if values.iter().all(|v| is_connection_option(v.as_bytes())) {
         return Ok(());
@@ -138,9 +146,7 @@ pub fn settle_connection_header(req: &mut RequestHeader) -> Result<(), GatewayEr
         .take(MAX_CONNECTION_TOKENS + 1)
         .collect();
     if tokens.len() > MAX_CONNECTION_TOKENS {
-        return Err(GatewayError::bad_request(format!(
-            "The Connection header names more than {MAX_CONNECTION_TOKENS} options."
-        )));
+        return Err(ConnectionHeaderError::TooManyOptions);
     }
     let mut options: Vec<&str> = Vec::new();
     for token in &tokens {
@@ -158,7 +164,7 @@ pub fn settle_connection_header(req: &mut RequestHeader) -> Result<(), GatewayEr
     req.remove_header(&http::header::CONNECTION);
     if !options.is_empty() {
         req.insert_header(http::header::CONNECTION, options.join(", "))
-            .map_err(|_| GatewayError::bad_request("The Connection header is invalid."))?;
+            .map_err(|_| ConnectionHeaderError::Invalid)?;
     }
     Ok(())
 }
@@ -570,7 +576,7 @@ mod tests {
         let many = vec!["x-a"; MAX_CONNECTION_TOKENS + 1].join(",");
         let mut req = with_connection(&[&many]);
         let refused = settle_connection_header(&mut req).unwrap_err();
-        assert_eq!(refused.status(), 400);
+        assert_eq!(refused, ConnectionHeaderError::TooManyOptions);
         let mut req = with_connection(&[&vec!["x-a"; MAX_CONNECTION_TOKENS].join(",")]);
         settle_connection_header(&mut req).unwrap();
     }

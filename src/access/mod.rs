@@ -15,16 +15,15 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 pub use releases::{ReleaseTables, TableChoice};
 pub use table::{AccessError, AccessTable, Lookup, OperationId, Requirement};
 
-use crate::auth::Auth;
+use crate::auth::{Auth, AuthError};
 use crate::ceph_release::CephRelease;
 use crate::edge::request::joined_header;
-use crate::errors::GatewayError;
 use crate::forward::Forward;
 use crate::routes::Route;
 use crate::state::UnixTime;
 use crate::token_redaction;
 use crate::users::RoleEdition;
-use crate::versioning::{self, ApiVersion, Negotiated};
+use crate::versioning::{self, ApiVersion, Negotiated, VersionError};
 
 /// The methods the dashboard's operations use; others are refused before any check
 /// (`delete` or `BREW` would otherwise be checked as a read).
@@ -44,6 +43,23 @@ const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'_')
     .remove(b'~');
+
+/// Why admission refused a request, in the order it checks.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    /// A method no dashboard operation uses.
+    #[error("the method is not forwarded")]
+    MethodNotAllowed { allow: &'static str },
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    #[error(transparent)]
+    Access(#[from] AccessError),
+    /// It would act on the gateway's own dashboard account.
+    #[error("the request would change the gateway's own dashboard account")]
+    ServiceAccount,
+    #[error(transparent)]
+    Version(#[from] VersionError),
+}
 
 /// What admission reads of a request.
 pub struct Request<'a> {
@@ -135,9 +151,9 @@ impl Admission {
         request: Request<'_>,
         lookup: Lookup,
         now: UnixTime,
-    ) -> Result<Forward, GatewayError> {
+    ) -> Result<Forward, AdmissionError> {
         if !FORWARDED_METHODS.contains(request.method) {
-            return Err(GatewayError::MethodNotAllowed {
+            return Err(AdmissionError::MethodNotAllowed {
                 allow: "GET, HEAD, POST, PUT, PATCH, DELETE",
             });
         }
@@ -151,13 +167,12 @@ impl Admission {
             Some(a) => (Some(a.user), a.upstream),
             None => (None, None),
         };
-        let refused = |e| GatewayError::refused_access(e, request.path);
-        let requirement = requirement.map_err(refused)?;
+        let requirement = requirement?;
         if self.changes_service_account(request.method, request.path) {
-            return Err(GatewayError::NotOffered);
+            return Err(AdmissionError::ServiceAccount);
         }
         if let Some(user) = &user {
-            AccessTable::authorize(user, requirement, request.edition).map_err(refused)?;
+            AccessTable::authorize(user, requirement, request.edition)?;
         }
         let accept = self.media_type(&request, lookup.version)?;
         let path_and_query = match request.query {
@@ -183,7 +198,7 @@ impl Admission {
         &self,
         request: &Request<'_>,
         version: Option<ApiVersion>,
-    ) -> Result<Option<Arc<str>>, GatewayError> {
+    ) -> Result<Option<Arc<str>>, VersionError> {
         if request.route != Route::Api {
             return Ok(None);
         }

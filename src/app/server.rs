@@ -30,6 +30,7 @@ use crate::config::{
 };
 use crate::docs::Docs;
 use crate::edge::connections::ClientConnections;
+use crate::errors::GatewayError;
 use crate::observe::access_log::AccessLog;
 use crate::observe::audit::{Audit, AuditError};
 use crate::observe::logs::LogHandles;
@@ -340,7 +341,13 @@ fn proxy_service(
     proxy.h2_options = Some(h2);
     let mut service = Service::new(
         "clustergate".to_string(),
-        ClientConnections::new(proxy, config.clients.clone(), metrics, tls_on),
+        ClientConnections::new(
+            proxy,
+            |refusal, request_id| GatewayError::from(refusal).answer(request_id),
+            config.clients.clone(),
+            metrics,
+            tls_on,
+        ),
     );
     let listen = config.listen.to_string();
     let mut listener = ListenerConfig::tcp(listen.as_str()).l4_buffer(CLIENT_CONNECTION_BUFFERS);

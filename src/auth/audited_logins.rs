@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use http::Method;
 
 use super::testing::{auth, auth_limited, credentials, post, request, NOW_MS};
-use super::{AuthRequest, AuthSubject};
+use super::{AuthError, AuthRequest, AuthSubject};
 use crate::config::LogFormat;
 use crate::observe::access_log::tests::{access_lines, forwarded_call};
 use crate::observe::access_log::{logged_path, Served};
@@ -52,7 +52,7 @@ async fn no_token_or_password_reaches_a_log_line() {
         let mut subject = AuthSubject::default();
         let status = match auth.login(&request, NOW_MS, &mut subject).await {
             Ok(response) => response.status,
-            Err(e) => e.status(),
+            Err(e) => refused_status(e),
         };
         assert_eq!((status, subject.locked), (400, locks));
         let served = Served {
@@ -99,7 +99,7 @@ async fn a_login_refused_by_the_client_limit_is_audited_with_its_429() {
         let mut subject = AuthSubject::default();
         let status = match auth.login(&req, NOW_MS, &mut subject).await {
             Ok(response) => response.status,
-            Err(e) => e.status(),
+            Err(e) => refused_status(e),
         };
         statuses.push(status);
         let served = Served {
@@ -130,4 +130,13 @@ async fn a_login_refused_by_the_client_limit_is_audited_with_its_429() {
         );
     }
     assert_eq!(statuses, [400, 429]);
+}
+
+/// The status `error_answers` (above this module) answers a refused login with.
+fn refused_status(e: AuthError) -> u16 {
+    match e {
+        AuthError::InvalidCredentials => 400,
+        AuthError::RateLimited { .. } => 429,
+        other => panic!("not a refused login: {other}"),
+    }
 }

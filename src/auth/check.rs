@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 
+use super::AuthError;
 use super::{Auth, AuthRequest, TokenRejection, AUTH_VERSION};
 use crate::edge::respond::LocalResponse;
-use crate::errors::GatewayError;
 use crate::state::UnixTime;
 use crate::users::{RoleEdition, User};
 use crate::versioning;
@@ -19,7 +19,7 @@ impl Auth {
         req: &AuthRequest<'_>,
         now: UnixTime,
         backend_available: bool,
-    ) -> Result<LocalResponse, GatewayError> {
+    ) -> Result<LocalResponse, AuthError> {
         // Load balancers call this without a vendor type; a vendor version we cannot serve is still 415.
         let negotiated =
             versioning::negotiate(req.accept().as_deref(), &self.vendor, AUTH_VERSION, true)?;
@@ -28,9 +28,7 @@ impl Auth {
             Some(body) => match body.get("token") {
                 Some(Value::String(token)) => Some(token.clone()),
                 None | Some(Value::Null) => None,
-                Some(_) => {
-                    return Err(GatewayError::bad_request("Field 'token' must be a string."))
-                }
+                Some(_) => return Err(AuthError::bad_request("Field 'token' must be a string.")),
             },
             None => None,
         };
@@ -194,6 +192,7 @@ mod tests {
         let auth = auth();
         let headers = post("application/vnd.ceph.api.v9.9+json");
         let req = request(&headers, "");
-        assert_eq!(auth.check(&req, NOW, true).await.unwrap_err().status(), 415);
+        let refused = auth.check(&req, NOW, true).await.unwrap_err();
+        assert!(matches!(refused, AuthError::Version(_)), "{refused}");
     }
 }

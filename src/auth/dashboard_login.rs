@@ -8,9 +8,9 @@ use std::time::Instant;
 use super::dashboard::{DashboardError, DashboardLogin};
 use super::login::LoggedIn;
 use super::refusal_time::LoginAnswerKind;
+use super::AuthError;
 use super::{Auth, AuthSubject};
 use crate::config::{AuthSource, DASHBOARD_LOCKOUT_ATTEMPTS};
-use crate::errors::GatewayError;
 use crate::state::{Hold, UnixMillis, UnixTime, UserSession};
 use crate::tokens::Claims;
 use crate::users::password::PasswordHash;
@@ -32,7 +32,7 @@ impl Auth {
         password: &str,
         now_ms: UnixMillis,
         subject: &mut AuthSubject,
-    ) -> Result<LoggedIn, GatewayError> {
+    ) -> Result<LoggedIn, AuthError> {
         let started = Instant::now();
         // No dashboard to ask: 503, and no failure counted against the username (a user
         // retrying through an outage is not locked out when it ends).
@@ -116,7 +116,7 @@ impl Auth {
         password: &str,
         now_ms: UnixMillis,
         hold_until: UnixMillis,
-    ) -> Result<Option<Hold>, GatewayError> {
+    ) -> Result<Option<Hold>, AuthError> {
         let attempts = &self.stores.dashboard_attempts;
         let short_of_the_limit = DASHBOARD_LOCKOUT_ATTEMPTS - 1;
         let any_password = self
@@ -149,9 +149,9 @@ impl Auth {
     }
 
     /// The refusal of a login begun at `started`, once the learned floor has passed.
-    async fn refused(&self, started: Instant) -> GatewayError {
+    async fn refused(&self, started: Instant) -> AuthError {
         tokio::time::sleep(self.refusal_floor.remaining(started.elapsed())).await;
-        GatewayError::InvalidCredentials
+        AuthError::InvalidCredentials
     }
 
     /// A local user's own dashboard account, logged in with the password the users file
@@ -161,12 +161,12 @@ impl Auth {
         username: &str,
         password: &str,
         now: UnixTime,
-    ) -> Result<DashboardLogin, GatewayError> {
+    ) -> Result<DashboardLogin, AuthError> {
         match self.dashboard_log_in(username, password, now).await {
             Ok(login) => Ok(login),
             Err(DashboardError::Refused) => {
                 tracing::warn!(username = ?username, "the dashboard has no account with this user's name and password: upstream.identity = \"user\" refuses the login");
-                Err(GatewayError::NoDashboardAccount)
+                Err(AuthError::NoDashboardAccount)
             }
             Err(other) => Err(unavailable(other)),
         }
@@ -179,7 +179,7 @@ impl Auth {
         user: &User,
         login: DashboardLogin,
         now: UnixTime,
-    ) -> Result<(), GatewayError> {
+    ) -> Result<(), AuthError> {
         let Some(dashboard) = &self.dashboard else {
             return Ok(());
         };
@@ -212,14 +212,12 @@ impl Auth {
 }
 
 /// A dashboard that could not answer: 503 (the client tries again), never a 500.
-fn unavailable(e: DashboardError) -> GatewayError {
+fn unavailable(e: DashboardError) -> AuthError {
     match e {
-        DashboardError::Store(e) => e.into(),
+        DashboardError::Store(e) => AuthError::State(e),
         other => {
             tracing::warn!(error = %other, "the dashboard could not answer a login");
-            GatewayError::Unavailable {
-                detail: "the dashboard cannot check the login now; try again".into(),
-            }
+            AuthError::Unavailable("the dashboard cannot check the login now; try again".into())
         }
     }
 }
@@ -239,7 +237,7 @@ mod tests {
         for _ in 0..5 {
             let req = request(&headers, credentials("admin", "pw"));
             let refused = auth.login(&req, NOW_MS, &mut AuthSubject::default()).await;
-            assert_eq!(refused.unwrap_err().status(), 503);
+            assert!(matches!(refused, Err(AuthError::Unavailable(_))));
         }
         // Nothing was counted: the username's first attempt may still be held at a ceiling of 1.
         let attempts = &auth.stores.dashboard_attempts;

@@ -7,12 +7,13 @@ use serde_json::json;
 
 use super::dashboard::DashboardLogin;
 use super::request::{string_field, ttl_field};
+use super::AuthError;
 use super::{Auth, AuthRequest, AuthSubject, AUTH_VERSION};
 use crate::config::{AuthSource, LockoutPolicy};
 use crate::edge::respond::LocalResponse;
-use crate::errors::GatewayError;
 use crate::observe::metrics::LoginResult;
 use crate::state::{UnixMillis, UnixTime};
+use crate::users::password::HashError;
 use crate::users::{Credential, User};
 use crate::versioning;
 
@@ -44,17 +45,19 @@ impl Auth {
         req: &AuthRequest<'_>,
         now_ms: UnixMillis,
         subject: &mut AuthSubject,
-    ) -> Result<LocalResponse, GatewayError> {
+    ) -> Result<LocalResponse, AuthError> {
         let result = self.try_login(req, now_ms, subject).await;
         self.metrics.login(match &result {
             Ok(_) => LoginResult::Success,
-            Err(GatewayError::InvalidCredentials) => LoginResult::InvalidCredentials,
-            Err(GatewayError::TooManyRequests) => LoginResult::Busy,
-            Err(GatewayError::LoginRateLimited { .. }) => LoginResult::RateLimited,
+            Err(AuthError::InvalidCredentials) => LoginResult::InvalidCredentials,
+            Err(AuthError::Password(HashError::Busy)) => LoginResult::Busy,
+            Err(AuthError::RateLimited { .. }) => LoginResult::RateLimited,
             Err(
-                GatewayError::Unavailable { .. }
-                | GatewayError::Internal
-                | GatewayError::NoDashboardAccount,
+                AuthError::Unavailable(_)
+                | AuthError::State(_)
+                | AuthError::Password(_)
+                | AuthError::Signing
+                | AuthError::NoDashboardAccount,
             ) => LoginResult::Error,
             Err(_) => LoginResult::BadRequest,
         });
@@ -66,12 +69,12 @@ impl Auth {
         req: &AuthRequest<'_>,
         now_ms: UnixMillis,
         subject: &mut AuthSubject,
-    ) -> Result<LocalResponse, GatewayError> {
+    ) -> Result<LocalResponse, AuthError> {
         let now = now_ms / 1000;
         let negotiated =
             versioning::negotiate(req.accept().as_deref(), &self.vendor, AUTH_VERSION, false)?;
         let body = req.json_object()?.ok_or_else(|| {
-            GatewayError::bad_request(
+            AuthError::bad_request(
                 "The request body is empty; send {\"username\": ..., \"password\": ...}.",
             )
         })?;
@@ -94,7 +97,7 @@ impl Auth {
                     .await
             }
         };
-        if !matches!(checked, Err(GatewayError::InvalidCredentials)) {
+        if !matches!(checked, Err(AuthError::InvalidCredentials)) {
             self.give_back_login_token(taken, now_ms).await?;
         }
         let LoggedIn {
@@ -131,7 +134,7 @@ impl Auth {
             .issue_until(&user.username, fingerprint, issued_at, not_after)
             .map_err(|e| {
                 tracing::error!(error = %e, "cannot sign a token");
-                GatewayError::Internal
+                AuthError::Signing
             })?;
         if let Some(dashboard) = dashboard {
             self.open_session(&issued.claims, &user, dashboard, now)
@@ -161,7 +164,7 @@ impl Auth {
         password: String,
         now: UnixTime,
         subject: &mut AuthSubject,
-    ) -> Result<LoggedIn, GatewayError> {
+    ) -> Result<LoggedIn, AuthError> {
         // Kept only when the dashboard is asked too (the hash check consumes it).
         let own_password = self.dashboard.is_some().then(|| password.clone());
         let (user, credential) = self
@@ -187,7 +190,7 @@ impl Auth {
         password: String,
         now: UnixTime,
         subject: &mut AuthSubject,
-    ) -> Result<(Arc<User>, Arc<Credential>), GatewayError> {
+    ) -> Result<(Arc<User>, Arc<Credential>), AuthError> {
         let (user, stand_in) = {
             let users = self.users.load();
             let user = users
@@ -215,7 +218,7 @@ impl Auth {
                 subject.locked = true;
                 self.locked_out(username);
             }
-            return Err(GatewayError::InvalidCredentials);
+            return Err(AuthError::InvalidCredentials);
         };
         Ok(user)
     }
@@ -236,7 +239,7 @@ impl Auth {
         username: &str,
         policy: LockoutPolicy,
         now: UnixTime,
-    ) -> Result<Attempt, GatewayError> {
+    ) -> Result<Attempt, AuthError> {
         let lockouts = &self.stores.lockouts;
         if lockouts.locked_until(username, now).await?.is_some() {
             return Ok(Attempt::Locked);
@@ -320,7 +323,7 @@ mod tests {
         assert_eq!(lifetime("100000000").await.unwrap(), full);
         for bad in ["0", "-1", "false", "\"x\"", "[]", "{}", "\"1.5\""] {
             let refused = lifetime(bad).await.unwrap_err();
-            assert_eq!(refused.status(), 400, "ttl {bad}");
+            assert!(matches!(refused, AuthError::BadRequest(_)), "ttl {bad}");
         }
     }
 
@@ -337,7 +340,7 @@ mod tests {
             assert!(
                 matches!(
                     auth.login(&req, NOW_MS, &mut AuthSubject::default()).await,
-                    Err(GatewayError::InvalidCredentials)
+                    Err(AuthError::InvalidCredentials)
                 ),
                 "{body}"
             );
@@ -358,7 +361,7 @@ mod tests {
         assert!(matches!(
             auth.login(&attempt("pw"), NOW_MS + 1000, &mut AuthSubject::default())
                 .await,
-            Err(GatewayError::InvalidCredentials)
+            Err(AuthError::InvalidCredentials)
         ));
         let later = (NOW + LOCKOUT_SECONDS + 1) * 1000;
         assert!(auth
@@ -435,7 +438,7 @@ mod tests {
         let req = request(&headers, r#"{"username":"admin","password":"pw"}"#);
         assert!(matches!(
             auth.login(&req, NOW_MS, &mut AuthSubject::default()).await,
-            Err(GatewayError::InvalidCredentials)
+            Err(AuthError::InvalidCredentials)
         ));
     }
 
@@ -472,13 +475,10 @@ mod tests {
         let auth = auth();
         let headers = post("*/*");
         let req = request(&headers, "not json");
-        assert_eq!(
-            auth.login(&req, NOW_MS, &mut AuthSubject::default())
-                .await
-                .unwrap_err()
-                .status(),
-            415
-        );
+        assert!(matches!(
+            auth.login(&req, NOW_MS, &mut AuthSubject::default()).await,
+            Err(AuthError::Version(_))
+        ));
     }
 
     #[tokio::test]
@@ -498,10 +498,7 @@ mod tests {
                 .login(&req, NOW_MS, &mut AuthSubject::default())
                 .await
                 .unwrap_err();
-            assert!(
-                matches!(err, GatewayError::BadRequest { .. }),
-                "{body}: {err:?}"
-            );
+            assert!(matches!(err, AuthError::BadRequest(_)), "{body}: {err:?}");
         }
     }
 }

@@ -4,9 +4,9 @@
 
 use serde_json::{json, Value};
 
+use super::AuthError;
 use super::{Auth, AuthRequest, AuthSubject, AUTH_VERSION};
 use crate::edge::respond::LocalResponse;
-use crate::errors::GatewayError;
 use crate::state::UnixTime;
 use crate::users::RoleEdition;
 use crate::versioning;
@@ -18,16 +18,16 @@ impl Auth {
         req: &AuthRequest<'_>,
         now: UnixTime,
         subject: &mut AuthSubject,
-    ) -> Result<LocalResponse, GatewayError> {
+    ) -> Result<LocalResponse, AuthError> {
         let negotiated =
             versioning::negotiate(req.accept().as_deref(), &self.vendor, AUTH_VERSION, false)?;
-        let token = req.credential().ok_or(GatewayError::Unauthorized)?;
+        let token = req.credential().ok_or(AuthError::Unauthorized)?;
         // Expired and already revoked tokens are still ours: logging out again is fine.
         let claims = self
             .tokens
             .load()
             .verify_issued(token)
-            .map_err(|_| GatewayError::Unauthorized)?;
+            .map_err(|_| AuthError::Unauthorized)?;
         subject.username = Some(claims.username.clone());
         self.stores
             .revocations
@@ -82,7 +82,7 @@ fn logout_body(edition: RoleEdition, provider_logout: Option<String>) -> Value {
 
 impl Auth {
     /// Logs out the dashboard token of gateway token `jti`, if it has one.
-    async fn end_dashboard_session(&self, jti: &str, now: UnixTime) -> Result<(), GatewayError> {
+    async fn end_dashboard_session(&self, jti: &str, now: UnixTime) -> Result<(), AuthError> {
         let Some(dashboard) = &self.dashboard else {
             return Ok(());
         };
@@ -123,7 +123,7 @@ mod tests {
             .contains("Max-Age=0; HttpOnly; Path=/"));
         assert!(matches!(
             auth.authenticate(&headers, NOW).await,
-            Err(GatewayError::Unauthorized)
+            Err(AuthError::Unauthorized)
         ));
         assert_eq!(
             auth.logout(&req, NOW, &mut AuthSubject::default())
@@ -168,13 +168,13 @@ mod tests {
         let req = request(&none, "");
         assert!(matches!(
             auth.logout(&req, NOW, &mut AuthSubject::default()).await,
-            Err(GatewayError::Unauthorized)
+            Err(AuthError::Unauthorized)
         ));
         let garbage = with_bearer("a.b.c");
         let req = request(&garbage, "");
         assert!(matches!(
             auth.logout(&req, NOW, &mut AuthSubject::default()).await,
-            Err(GatewayError::Unauthorized)
+            Err(AuthError::Unauthorized)
         ));
     }
 }

@@ -6,6 +6,7 @@ mod check;
 mod client_limit;
 mod dashboard;
 mod dashboard_login;
+mod error;
 mod login;
 mod logout;
 mod refusal_time;
@@ -18,7 +19,6 @@ use arc_swap::ArcSwap;
 
 use crate::config::{AuthSource, LockoutPolicy};
 use crate::edge::respond::LocalResponse;
-use crate::errors::GatewayError;
 pub use crate::observe::audit::AuthSubject;
 use crate::observe::metrics::{Metrics, TokenCheckResult};
 use crate::oidc::{KeyError, OidcError, Provider};
@@ -29,6 +29,7 @@ use crate::users::{Credential, PasswordChecker, User, UserDb};
 use crate::versioning::{ApiVersion, Negotiated};
 
 pub use dashboard::{DashboardAccounts, UserToken};
+pub use error::AuthError;
 pub use refusal_time::RefusalFloor;
 pub use request::AuthRequest;
 
@@ -104,19 +105,19 @@ impl Auth {
         now_ms: UnixMillis,
         serving: bool,
         subject: &mut AuthSubject,
-    ) -> Result<LocalResponse, GatewayError> {
+    ) -> Result<LocalResponse, AuthError> {
         let now = now_ms / 1000;
         match route {
             // Boxed: a login's future is large, and the caller's future (moved into a box on
             // every request by `async_trait`) would otherwise be as large.
             Route::Login if self.oidc.as_ref().is_some_and(|p| !p.local_login) => {
-                Err(GatewayError::LocalLoginClosed)
+                Err(AuthError::LocalLoginClosed)
             }
             Route::Login => Box::pin(self.login(req, now_ms, subject)).await,
             Route::TokenCheck => self.check(req, now, serving).await,
             // Boxed too: a logout may end the dashboard session (a request to it).
             Route::Logout => Box::pin(self.logout(req, now, subject)).await,
-            _ => Err(GatewayError::not_found("/api/auth")),
+            _ => Err(AuthError::not_found("/api/auth")),
         }
     }
 
@@ -125,20 +126,18 @@ impl Auth {
         &self,
         headers: &http::HeaderMap,
         now: UnixTime,
-    ) -> Result<Authenticated, GatewayError> {
+    ) -> Result<Authenticated, AuthError> {
         self.verify_token(request::client_token(headers), now)
             .await
             .map_err(|rejection| match rejection {
-                TokenRejection::Store(e) => e.into(),
+                TokenRejection::Store(e) => AuthError::State(e),
                 // Valid, but no group of the user's maps to a dashboard role.
-                TokenRejection::Provider(OidcError::NoRole { .. }) => GatewayError::Forbidden,
+                TokenRejection::Provider(OidcError::NoRole { .. }) => AuthError::NoRole,
                 // Fail closed: no key set was ever fetched, or it is too old.
                 TokenRejection::Provider(OidcError::Key(e @ KeyError::Unavailable)) => {
-                    GatewayError::Unavailable {
-                        detail: e.to_string(),
-                    }
+                    AuthError::Unavailable(e.to_string())
                 }
-                _ => GatewayError::Unauthorized,
+                _ => AuthError::Unauthorized,
             })
     }
 

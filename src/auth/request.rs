@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use serde_json::{Map, Value};
 
-use crate::errors::GatewayError;
+use super::AuthError;
 use crate::users::RoleEdition;
 
 /// The name of the cookie that carries the token, as on the dashboard.
@@ -63,19 +63,19 @@ impl<'a> AuthRequest<'a> {
 
     /// The body as a JSON object; `Ok(None)` when there is no body. A body that is not
     /// declared as JSON is refused with 415, as the dashboard does.
-    pub fn json_object(&self) -> Result<Option<Map<String, Value>>, GatewayError> {
+    pub fn json_object(&self) -> Result<Option<Map<String, Value>>, AuthError> {
         if self.body.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
         }
         if !is_json_content_type(header_str(self.headers, http::header::CONTENT_TYPE)) {
-            return Err(GatewayError::NotJson);
+            return Err(AuthError::NotJson);
         }
         match serde_json::from_slice::<Value>(&self.body) {
             Ok(Value::Object(map)) => Ok(Some(map)),
-            Ok(_) => Err(GatewayError::bad_request(
+            Ok(_) => Err(AuthError::bad_request(
                 "The request body must be a JSON object.",
             )),
-            Err(e) => Err(GatewayError::bad_request(format!(
+            Err(e) => Err(AuthError::bad_request(format!(
                 "Invalid JSON document: {e}."
             ))),
         }
@@ -107,13 +107,13 @@ fn form_urlencoded_value(body: &[u8], name: &str) -> Option<String> {
 }
 
 /// A required string field of a JSON body.
-pub fn string_field(body: &Map<String, Value>, name: &str) -> Result<String, GatewayError> {
+pub fn string_field(body: &Map<String, Value>, name: &str) -> Result<String, AuthError> {
     match body.get(name) {
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(_) => Err(GatewayError::bad_request(format!(
+        Some(_) => Err(AuthError::bad_request(format!(
             "Field '{name}' must be a string."
         ))),
-        None => Err(GatewayError::bad_request(format!("Missing field: {name}."))),
+        None => Err(AuthError::bad_request(format!("Missing field: {name}."))),
     }
 }
 
@@ -121,7 +121,7 @@ pub fn string_field(body: &Map<String, Value>, name: &str) -> Result<String, Gat
 /// since 20.2 (`int(ttl)`: a number, truncated, a numeral, `true`; `null` for none). Where
 /// the dashboard answers 500 (`"x"`, a list) or issues a token already expired (0 or
 /// fewer hours), the gateway answers 400.
-pub fn ttl_field(body: &Map<String, Value>) -> Result<Option<u64>, GatewayError> {
+pub fn ttl_field(body: &Map<String, Value>) -> Result<Option<u64>, AuthError> {
     let hours = match body.get("ttl") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Bool(b)) => Some(i64::from(*b)),
@@ -134,7 +134,7 @@ pub fn ttl_field(body: &Map<String, Value>) -> Result<Option<u64>, GatewayError>
         Some(hours) if hours > 0 => {
             Ok(Some(u64::try_from(hours).unwrap_or(0).saturating_mul(3600)))
         }
-        _ => Err(GatewayError::bad_request(
+        _ => Err(AuthError::bad_request(
             "Field 'ttl' must be a whole number of hours, at least 1.",
         )),
     }
@@ -243,12 +243,12 @@ mod tests {
         assert!(request(&none, None, "").json_object().unwrap().is_none());
         assert!(matches!(
             request(&none, None, "{}").json_object(),
-            Err(GatewayError::NotJson)
+            Err(AuthError::NotJson)
         ));
         let form = headers(&[("content-type", "application/x-www-form-urlencoded")]);
         assert!(matches!(
             request(&form, None, "a=b").json_object(),
-            Err(GatewayError::NotJson)
+            Err(AuthError::NotJson)
         ));
         let json = headers(&[("content-type", "application/json; charset=utf-8")]);
         assert!(request(&json, None, r#"{"a":1}"#)
@@ -257,11 +257,11 @@ mod tests {
             .is_some());
         assert!(matches!(
             request(&json, None, "[1]").json_object(),
-            Err(GatewayError::BadRequest { .. })
+            Err(AuthError::BadRequest(_))
         ));
         assert!(matches!(
             request(&json, None, "{").json_object(),
-            Err(GatewayError::BadRequest { .. })
+            Err(AuthError::BadRequest(_))
         ));
     }
 

@@ -6,9 +6,9 @@
 //! cookie, and lands the browser on the dashboard's UI the way the dashboard's own SAML
 //! login does (`/#/login?access_token=...`, which the UI checks and keeps).
 
+use super::AuthError;
 use super::{Auth, AuthRequest, AuthSubject};
 use crate::edge::respond::LocalResponse;
-use crate::errors::GatewayError;
 use crate::oidc::{LoginError, Provider};
 use crate::state::UnixTime;
 use crate::tokens::PendingLogin;
@@ -40,11 +40,11 @@ impl Auth {
         req: &AuthRequest<'_>,
         now: UnixTime,
         subject: &mut AuthSubject,
-    ) -> Result<LocalResponse, GatewayError> {
+    ) -> Result<LocalResponse, AuthError> {
         let provider = self
             .oidc
             .as_ref()
-            .ok_or_else(|| GatewayError::not_found(path))?;
+            .ok_or_else(|| AuthError::not_found(path))?;
         subject.method = Some("oidc");
         let allow = if path == BACKCHANNEL_LOGOUT {
             "POST"
@@ -52,7 +52,7 @@ impl Auth {
             "GET"
         };
         if method.as_str() != allow {
-            return Err(GatewayError::MethodNotAllowed { allow });
+            return Err(AuthError::MethodNotAllowed { allow });
         }
         if path == BACKCHANNEL_LOGOUT {
             return self.backchannel_logout(provider, req, now).await;
@@ -64,11 +64,11 @@ impl Auth {
             self.metrics.oidc.login(login_result(&finished));
             finished
         } else {
-            return Err(GatewayError::not_found(path));
+            return Err(AuthError::not_found(path));
         };
         result.map_err(|e| {
             tracing::info!(error = %e, "single sign-on login refused");
-            login_answer(e)
+            AuthError::SingleSignOn(e)
         })
     }
 
@@ -140,13 +140,13 @@ impl Auth {
         provider: &Provider,
         req: &AuthRequest<'_>,
         now: UnixTime,
-    ) -> Result<LocalResponse, GatewayError> {
+    ) -> Result<LocalResponse, AuthError> {
         let token = req
             .form_param("logout_token")
-            .ok_or_else(|| GatewayError::bad_request("no logout_token"))?;
+            .ok_or_else(|| AuthError::bad_request("no logout_token"))?;
         let sub = provider.logout_subject(&token, now).await.map_err(|e| {
             tracing::info!(error = %e, "back-channel logout refused");
-            GatewayError::bad_request(format!("logout_token: {e}"))
+            AuthError::bad_request(format!("logout_token: {e}"))
         })?;
         // Tokens of this second are ended too: `iat` counts whole seconds.
         let until = now + self.tokens.load().ttl_seconds() + 1;
@@ -203,20 +203,4 @@ pub fn sso_reset_key(sub: &str) -> String {
 fn redirect(location: &str) -> LocalResponse {
     LocalResponse::json_text(302, "text/plain", String::new())
         .with_header("location", location.to_string())
-}
-
-/// A refused login's answer: the browser sees what went wrong, in the dashboard's error shape.
-fn login_answer(error: LoginError) -> GatewayError {
-    match error {
-        LoginError::Unavailable => GatewayError::Unavailable {
-            detail: error.to_string(),
-        },
-        LoginError::Exchange(_) => GatewayError::BadGateway {
-            detail: error.to_string(),
-        },
-        LoginError::Token(crate::oidc::OidcError::NoRole { .. }) => GatewayError::Forbidden,
-        LoginError::State | LoginError::Refused(_) | LoginError::Token(_) => {
-            GatewayError::bad_request(error.to_string())
-        }
-    }
 }

@@ -30,7 +30,6 @@ use tokio::time::Instant;
 use crate::client_addr::ClientNet;
 use crate::config::ClientLimits;
 use crate::edge::respond::{self, LocalResponse};
-use crate::errors::GatewayError;
 use crate::observe::metrics::{ConnectionRefusal, Metrics};
 
 /// Why a client was refused before its request was parsed.
@@ -61,9 +60,13 @@ impl ConnectionError {
 /// One read of a request: what pingora starts its header buffer with.
 const READ_BYTES: usize = 4096;
 
+/// The answer to a refused client, given its request id (the error mapping is above `edge`).
+pub type RefusalAnswer = fn(ConnectionError, &str) -> LocalResponse;
+
 /// Wraps an HTTP application (the proxy) with the client limits.
 pub struct ClientConnections<A> {
     app: Arc<A>,
+    answer: RefusalAnswer,
     limits: ClientLimits,
     per_address: ConnectionsPerAddress,
     metrics: Arc<Metrics>,
@@ -71,9 +74,16 @@ pub struct ClientConnections<A> {
 }
 
 impl<A> ClientConnections<A> {
-    pub fn new(app: A, limits: ClientLimits, metrics: Arc<Metrics>, tls: bool) -> Self {
+    pub fn new(
+        app: A,
+        answer: RefusalAnswer,
+        limits: ClientLimits,
+        metrics: Arc<Metrics>,
+        tls: bool,
+    ) -> Self {
         ClientConnections {
             app: Arc::new(app),
+            answer,
             per_address: ConnectionsPerAddress::new(limits.max_connections_per_ip),
             limits,
             metrics,
@@ -84,10 +94,9 @@ impl<A> ClientConnections<A> {
     /// Answers a client refused before pingora parsed its request, then closes.
     async fn refuse(&self, mut stream: Stream, refusal: ConnectionError) {
         self.metrics.connection_refused(refusal.reason());
-        let error = GatewayError::from(refusal);
         let request_id = uuid::Uuid::new_v4().to_string();
-        tracing::info!(request_id, status = error.status(), %error, "client refused");
-        let response = LocalResponse::from_error(&error, &request_id);
+        let response = (self.answer)(refusal, &request_id);
+        tracing::info!(request_id, status = response.status, error = %refusal, "client refused");
         if let Ok(bytes) = respond::closing_http1(response, self.tls, &request_id) {
             // The client may be gone or never read: its loss.
             let write = async {

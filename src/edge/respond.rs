@@ -13,7 +13,6 @@ use pingora::{InvalidHTTPHeader, OrErr};
 use serde_json::Value;
 
 use crate::edge::headers::edit_response;
-use crate::errors::GatewayError;
 
 /// The dashboard's HSTS value (`Strict-Transport-Security`), sent when we terminate TLS.
 const HSTS: HeaderValue = HeaderValue::from_static("max-age=63072000; includeSubDomains; preload");
@@ -49,13 +48,6 @@ impl LocalResponse {
     pub fn with_header(mut self, name: &'static str, value: String) -> Self {
         self.headers.push((name, value));
         self
-    }
-
-    pub fn from_error(error: &GatewayError, request_id: &str) -> Self {
-        let mut response =
-            LocalResponse::json(error.status(), "application/json", &error.body(request_id));
-        response.headers = error.headers();
-        response
     }
 }
 

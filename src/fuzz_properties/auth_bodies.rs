@@ -18,6 +18,7 @@ use super::mutate::{Corpus, Mutant};
 use crate::auth::request::client_token;
 use crate::auth::testing::{auth, body_of, NOW, NOW_MS};
 use crate::auth::{Auth, AuthRequest, AuthSubject};
+use crate::errors::GatewayError;
 
 /// The endpoints' shared state, and tokens it issued.
 struct Fixture {
@@ -313,7 +314,7 @@ proptest! {
                 let claims = f.auth.tokens.load().verify(token, NOW);
                 prop_assert_eq!(claims.map(|c| c.username.clone()), Ok(user));
             }
-            (Err(e), Err(status)) => prop_assert_eq!(e.status(), status, "{:?}", e),
+            (Err(e), Err(status)) => prop_assert_eq!(GatewayError::from(e).status(), status),
             (answer, expected) => prop_assert!(false, "{:?} answered {:?}, expected {:?}", body, answer.map(|r| r.status), expected),
         }
     }
@@ -351,7 +352,7 @@ proptest! {
                     prop_assert_eq!(answer, json!({"login_url": "#/login", "cluster_status": "POST_INSTALLED"}));
                 }
             }
-            (Err(e), Err(())) => prop_assert_eq!(e.status(), 400),
+            (Err(e), Err(())) => prop_assert_eq!(GatewayError::from(e).status(), 400),
             (answer, expected) => prop_assert!(false, "{:?} answered {:?}, expected {:?}", body, answer.map(|r| r.status), expected),
         }
     }
@@ -382,7 +383,7 @@ proptest! {
         match block_on(f.auth.authenticate(&headers, NOW)) {
             Ok(authenticated) => prop_assert_eq!(Some(authenticated.user.username.as_str()), user),
             Err(e) => {
-                prop_assert_eq!(e.status(), 401);
+                prop_assert_eq!(GatewayError::from(e).status(), 401);
                 prop_assert_eq!(user, None);
             }
         }

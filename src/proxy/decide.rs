@@ -104,7 +104,11 @@ impl Gateway {
         request: access::Request<'_>,
         lookup: Lookup,
     ) -> Result<Forward, GatewayError> {
-        let forward = admission.admit(request, lookup, unix_now()).await?;
+        let path = request.path;
+        let forward = admission
+            .admit(request, lookup, unix_now())
+            .await
+            .map_err(|e| GatewayError::refused_admission(e, path))?;
         if !self.upstreams.any_active() {
             return Err(GatewayError::no_active_backend());
         }
@@ -164,6 +168,7 @@ impl Gateway {
         self.auth
             .sso(method, path, &req, unix_now(), &mut ctx.subject)
             .await
+            .map_err(GatewayError::from)
     }
 
     /// The auth endpoints take a small JSON body, read whole here; `ctx` learns whom the
@@ -183,5 +188,6 @@ impl Gateway {
         self.auth
             .answer(ctx.route, &req, unix_now_ms(), serving, &mut ctx.subject)
             .await
+            .map_err(GatewayError::from)
     }
 }

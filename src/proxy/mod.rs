@@ -41,7 +41,7 @@ use crate::auth::Auth;
 use crate::client_addr::TrustedProxies;
 use crate::docs::Docs;
 use crate::edge::request;
-use crate::edge::respond::{self, LocalResponse};
+use crate::edge::respond;
 use crate::errors::GatewayError;
 use crate::forward;
 use crate::observe::access_log::{self, AccessLog};
@@ -112,7 +112,7 @@ impl ProxyHttp for Gateway {
             Err(error) => {
                 let _enter = ctx.span.enter();
                 tracing::debug!(status = error.status(), %error, "refused");
-                LocalResponse::from_error(&error, &ctx.id)
+                error.answer(&ctx.id)
             }
         };
         respond::send(session, response, self.tls, &ctx.id).await?;
@@ -297,7 +297,7 @@ impl ProxyHttp for Gateway {
         };
         let _enter = ctx.span.enter();
         tracing::warn!(error = %e, status = error.status(), "cannot proxy");
-        let response = LocalResponse::from_error(&error, &ctx.id);
+        let response = error.answer(&ctx.id);
         // The connection is not reused (a request body may be half read): say so in the
         // answer, so that a client does not send its next request on it as it closes.
         session.set_keepalive(None);
