@@ -234,6 +234,19 @@ mod tests {
         }
     }
 
+    /// An unknown user's login is checked against the stand-in: it must cost what the
+    /// costliest user's does (timed in `bench/refusal_timing.py`).
+    #[test]
+    fn the_stand_in_costs_what_the_costliest_users_hash_does() {
+        let mut costly = spec("costly", true);
+        costly.password_hash = PasswordHash::Bcrypt(bcrypt::hash("pw", 5).unwrap());
+        let db = UserDb::new(vec![spec("cheap", true), costly]).unwrap();
+        let PasswordHash::Bcrypt(text) = db.stand_in.as_ref() else {
+            panic!("not bcrypt: {:?}", db.stand_in)
+        };
+        assert!(text.starts_with("$2b$05$"), "{text}");
+    }
+
     #[test]
     fn active_finds_enabled_users_only() {
         let db = UserDb::new(vec![spec("alice", true), spec("bob", false)]).unwrap();
