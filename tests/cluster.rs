@@ -32,7 +32,9 @@ struct Cluster {
 async fn cluster() -> Cluster {
     let turn = TURN.lock().await;
     let redis = RedisServer::start_persistent();
+    // Fixed ports: the rolling restart starts each gateway again where HAProxy expects it.
     let spec = Gateway::with_dashboard_users()
+        .fixed_ports()
         .known_secret()
         .tls(true)
         .lockout(LOCKOUT_ATTEMPTS, 60)

@@ -1,5 +1,6 @@
-//! Start-up, shutdown and restarts: the initial admin, SIGTERM, what persists in `state_dir`,
-//! and users-file changes taking effect on tokens already issued.
+//! Start-up, shutdown and restarts: where the gateway listens (port 0 and
+//! `state_dir/listening`), the initial admin, SIGTERM, what persists in `state_dir`, and
+//! users-file changes taking effect on tokens already issued.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -221,4 +222,41 @@ async fn an_invalid_users_file_stops_start_up_naming_the_file_and_the_entry() {
         stderr.contains("eve"),
         "entry not named in {line:?}:\n{stderr}"
     );
+}
+
+/// `listen = "127.0.0.1:0"` on both listeners (the harness's default): the gateway takes the
+/// ports the kernel chooses, names them in `state_dir/listening` and in its log, and
+/// answers there.
+#[tokio::test]
+async fn on_port_0_the_gateway_names_its_addresses_in_the_listening_file_and_answers_there() {
+    let gw = Gateway::with_admin_and_viewer().start();
+    let config = fs::read_to_string(gw.dir().join("clustergate.toml")).unwrap();
+    assert_eq!(
+        config.matches("listen = \"127.0.0.1:0\"").count(),
+        2,
+        "{config}"
+    );
+    let [server, metrics] = gw.listening().expect("state_dir/listening");
+    assert!(server.port() != 0 && metrics.port() != 0 && server != metrics);
+    let file = fs::metadata(gw.state_dir().join("listening")).unwrap();
+    assert_eq!(file.permissions().mode() & 0o777, 0o644);
+    let logged = gw.logs().lines().any(|l| {
+        l.contains("listening")
+            && l.contains(&server.to_string())
+            && l.contains(&metrics.to_string())
+    });
+    assert!(logged, "{}", gw.logs());
+    let health = b"GET /healthz HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n";
+    assert_eq!(try_raw_http(metrics, health).unwrap().status, 200);
+    assert_eq!(
+        gw.addr, server,
+        "the harness's requests go to the file's address"
+    );
+    gw.login(ADMIN, ADMIN_PW).await;
+}
+
+#[tokio::test]
+async fn on_fixed_ports_the_listening_file_names_them_too() {
+    let gw = Gateway::new().fixed_ports().start();
+    assert_eq!(gw.listening(), Some([gw.addr, gw.metrics_addr]));
 }

@@ -67,6 +67,31 @@ fn checks_until(
     })
 }
 
+/// On port 0 (the harness's default) the running configuration keeps port 0, not the ports
+/// the kernel chose: a reload of the same listeners names neither as needing a restart.
+#[tokio::test]
+async fn a_reload_on_port_0_names_no_listener_as_needing_a_restart() {
+    let mut gw = Gateway::with_admin_and_viewer().tls(false).start();
+    assert!(gw
+        .listening()
+        .is_some_and(|[s, m]| s.port() != 0 && m.port() != 0));
+    let threads_named = |logs: &str| {
+        logs.lines()
+            .any(|l| l.contains("needs a restart") && l.contains("server.threads"))
+    };
+    // A setting that needs a restart, so that the reload's lines are known to be written.
+    assert!(
+        gw.reload(|g| *g = g.clone().set_toml("server", "threads", "threads = 3"))
+            .await
+    );
+    assert!(gw.logs_come_to(threads_named).await, "{}", gw.logs());
+    let listen_named = gw.logs().lines().any(|l| {
+        l.contains("needs a restart")
+            && (l.contains("server.listen") || l.contains("metrics.listen"))
+    });
+    assert!(!listen_named, "{}", gw.logs());
+}
+
 #[tokio::test]
 async fn users_change_at_once_a_bad_file_keeps_the_running_configuration_and_restart_settings_are_named(
 ) {

@@ -1,9 +1,11 @@
 //! The assembly: `parts` turns a validated `Config` into the running parts (the same code
 //! at start-up and at reload), `server` hands them to pingora as services, `reload`
 //! replaces the reloadable ones on SIGHUP, `upgrade` hands the sockets to a new binary,
-//! and `admin` is the metrics and health listener. Nothing below imports from here.
+//! `listening` opens the listeners and says where they are, and `admin` is the metrics
+//! and health listener. Nothing below imports from here.
 
 pub(crate) mod admin;
+mod listening;
 mod parts;
 mod reload;
 mod restart;

@@ -2,7 +2,7 @@
 //! with side effects (state directory, generated certificate and secret, the initial
 //! admin) happens here, once, before any listener opens.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -19,6 +19,7 @@ use pingora::tls::sign::CertifiedKey;
 use pingora::services::background::background_service;
 
 use super::admin::AdminApp;
+use super::listening::{ListenError, Listening, LISTENING_FILE};
 use super::parts::{PartsError, Reloadable};
 use super::reload::{Live, Reloader};
 use super::upgrade::{self, Invocation, SelfUpgrade};
@@ -30,6 +31,7 @@ use crate::config::{
 };
 use crate::docs::Docs;
 use crate::edge::connections::ClientConnections;
+use crate::edge::listen_table::ListenTable;
 use crate::errors::GatewayError;
 use crate::observe::access_log::AccessLog;
 use crate::observe::audit::{Audit, AuditError};
@@ -64,12 +66,8 @@ pub enum StartError {
     State(StateError),
     #[error("log.audit_file: {0}")]
     Audit(#[from] AuditError),
-    #[error("{key}: cannot listen on {addr}: {source}")]
-    Bind {
-        key: &'static str,
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Listen(#[from] ListenError),
 }
 
 /// Client connections read straight into pingora's request buffers instead of through a
@@ -96,11 +94,18 @@ const PID_FILE: &str = "clustergate.pid";
 /// only when it cannot start. `logs`: the logger's output, which JSON access lines go to,
 /// and its filter, which a reload changes.
 pub fn run(config: Config, start: Start, logs: LogHandles) -> Result<(), StartError> {
-    let pid_file = config.server.state_dir.join(PID_FILE);
-    let (server, shutdown) = build(config, start, logs)?;
+    let state_dir = config.server.state_dir.clone();
+    let pid_file = state_dir.join(PID_FILE);
+    let (server, shutdown, listening) = build(config, start, logs)?;
     // Where operators (and an upgrade's successor, which rewrites it) find the process.
     if let Err(e) = std::fs::write(&pid_file, format!("{}\n", std::process::id())) {
         tracing::warn!(file = %pid_file.display(), error = %e, "cannot write the pid file");
+    }
+    // Where they find its listeners (with port 0, the only place besides this log line);
+    // the sockets are open, so a client may connect from now on.
+    tracing::info!(server = %listening.server, metrics = %listening.metrics, "listening");
+    if let Err(e) = listening.write(&state_dir) {
+        tracing::warn!(file = %state_dir.join(LISTENING_FILE).display(), error = %e, "cannot write the listening file");
     }
     upgrade::notify_ready();
     server.run(RunArgs {
@@ -109,12 +114,12 @@ pub fn run(config: Config, start: Start, logs: LogHandles) -> Result<(), StartEr
     Ok(())
 }
 
-/// Builds the pingora server with its services, and what stops it.
+/// Builds the pingora server with its services, what stops it, and where it listens.
 fn build(
     config: Config,
     start: Start,
     logs: LogHandles,
-) -> Result<(Server, DrainThenStop), StartError> {
+) -> Result<(Server, DrainThenStop, Listening), StartError> {
     let running = config.clone();
     let identity = config.identity();
     secrets::ensure_private_dir(&config.server.state_dir).map_err(StartError::StateDir)?;
@@ -135,11 +140,6 @@ fn build(
     } = config;
     let state_dir = &server_config.state_dir;
     let certificate = certificate(&server_config.tls, state_dir)?;
-    if !start.upgrade {
-        // An upgrade takes over the sockets the running gateway listens on.
-        check_free("server.listen", server_config.listen)?;
-        check_free("metrics.listen", metrics_config.listen)?;
-    }
 
     let audit = Arc::new(Audit::open(log.audit_file.as_deref())?);
     let metrics = Metrics::new(prometheus::default_registry())?;
@@ -219,6 +219,18 @@ fn build(
     let mut server = Server::new_with_opt_and_conf(Some(options), server_conf(&server_config));
     // With `upgrade`: waits (up to 5 s) for the running gateway's listening sockets.
     server.bootstrap();
+    // After the bootstrap, which on an upgrade puts the received sockets in the table.
+    // Opened here, not by pingora: an address in use fails the start at once (pingora
+    // would retry for 30 s, then only panic a thread), and port 0's port is known.
+    let listening = Listening::open(
+        &ListenTable::of(&server),
+        Listening {
+            server: server_config.listen,
+            metrics: metrics_config.listen,
+        },
+        state_dir,
+        start.upgrade,
+    )?;
     let health = dashboards.as_ref().map(|d| HealthChecker {
         upstreams: d.upstreams.clone(),
         account: d.account.clone(),
@@ -260,6 +272,7 @@ fn build(
     server.add_service(proxy_service(
         &server,
         gateway,
+        listening.server,
         &server_config,
         certificate,
     )?);
@@ -272,7 +285,7 @@ fn build(
         log_writer: logs.writer,
         audit,
     };
-    server.add_service(admin_service(admin, metrics_config.listen));
+    server.add_service(admin_service(admin, listening.metrics));
     if let Some(health) = health {
         server.add_service(background_service("dashboard health checks", health));
     }
@@ -297,7 +310,7 @@ fn build(
         readiness,
         drain: server_config.drain,
     };
-    Ok((server, shutdown))
+    Ok((server, shutdown, listening))
 }
 
 fn server_conf(server: &ServerConfig) -> ServerConf {
@@ -326,9 +339,11 @@ fn certificate(tls: &TlsMode, state_dir: &Path) -> Result<Option<Arc<CertifiedKe
     })
 }
 
+/// The gateway's service, listening on `listen` (opened in pingora's table).
 fn proxy_service(
     server: &Server,
     gateway: Gateway,
+    listen: SocketAddr,
     config: &ServerConfig,
     certificate: Option<Arc<ServingCert>>,
 ) -> Result<Service<ClientConnections<HttpProxy<Gateway>>>, StartError> {
@@ -349,7 +364,7 @@ fn proxy_service(
             tls_on,
         ),
     );
-    let listen = config.listen.to_string();
+    let listen = listen.to_string();
     let mut listener = ListenerConfig::tcp(listen.as_str()).l4_buffer(CLIENT_CONNECTION_BUFFERS);
     if let Some(certified) = certificate {
         listener = listener.tls(tls::listener_settings(certified)?);
@@ -419,13 +434,6 @@ fn sso_provider(config: &OidcConfig, public_url: &str, metrics: &Arc<Metrics>) -
     let fetch = Arc::new(HttpFetch::new(config.ca_certificates.clone()));
     tracing::info!(issuer = %config.issuer.text, local_login = config.local_login, "single sign-on: the identity provider's tokens are accepted");
     Arc::new(Provider::new(config, public_url, fetch, metrics.clone()))
-}
-
-/// Fails fast on a port in use: pingora would retry for 30 s, then only panic a thread.
-fn check_free(key: &'static str, addr: SocketAddr) -> Result<(), StartError> {
-    TcpListener::bind(addr)
-        .map(drop)
-        .map_err(|source| StartError::Bind { key, addr, source })
 }
 
 /// Logs which table a manager's release gives it: its own, or the nearest lower one.

@@ -17,6 +17,7 @@ use crate::client_addr::TrustedProxies;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
+    /// Port 0: one the kernel chooses (`state_dir/listening` names it).
     pub listen: SocketAddr,
     pub tls: TlsMode,
     pub state_dir: PathBuf,
@@ -76,6 +77,7 @@ pub enum TlsMode {
 
 #[derive(Debug, Clone)]
 pub struct MetricsConfig {
+    /// Port 0: one the kernel chooses (`state_dir/listening` names it).
     pub listen: SocketAddr,
 }
 
@@ -90,7 +92,9 @@ pub(super) fn validate(
     let listen = parse_addr(errors, f, "server.listen", &server.listen);
     let metrics_listen = parse_addr(errors, f, "metrics.listen", &metrics.listen);
     if let (Some(a), Some(b)) = (listen, metrics_listen) {
+        // Port 0 twice is two ports, each chosen by the kernel.
         if a.port() == b.port()
+            && a.port() != 0
             && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
         {
             errors.push(f, "metrics.listen", "must differ from server.listen");

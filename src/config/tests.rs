@@ -89,6 +89,15 @@ fn metrics_listen_must_differ_from_server_listen() {
 }
 
 #[test]
+fn both_listeners_may_ask_for_port_0() {
+    let d = dir();
+    let text = "[server]\nlisten = \"127.0.0.1:0\"\n[metrics]\nlisten = \"127.0.0.1:0\"";
+    let c = parse(text, d.path()).unwrap();
+    assert_eq!(c.server.listen.port(), 0);
+    assert_eq!(c.metrics.listen.port(), 0);
+}
+
+#[test]
 fn lockout_seconds_must_be_positive_when_lockout_is_on() {
     assert!(
         errors_of("[auth]\nlockout_attempts = 3\nlockout_seconds = 0")

@@ -37,6 +37,8 @@ pub struct Gateway {
     pub(super) env: Vec<(String, String)>,
     /// Environment variables the process does not inherit from the test's.
     pub(super) env_removed: Vec<String>,
+    /// Ports chosen before the start (`fixed_ports`), instead of port 0.
+    pub(super) fixed_ports: bool,
 }
 
 impl Default for Gateway {
@@ -64,6 +66,7 @@ impl Gateway {
             drain_seconds: 0.0,
             env: Vec::new(),
             env_removed: Vec::new(),
+            fixed_ports: false,
         }
     }
     /// Admin (administrator) and viewer (read-only), the dashboard transcripts' two users.
@@ -139,6 +142,29 @@ impl Gateway {
         self.secret = Some(TEST_SECRET.into());
         self
     }
+    /// Listen on ports chosen before the start (`free_ports`) instead of port 0, for a test
+    /// that must know them beforehand or starts the gateway again on them
+    /// (`start_again_in_place`). A config line with `{PORT}` implies it.
+    pub fn fixed_ports(mut self) -> Self {
+        self.fixed_ports = true;
+        self
+    }
+
+    /// Whether the ports are chosen before the start: asked for, or named in the config.
+    pub(super) fn needs_fixed_ports(&self) -> bool {
+        self.fixed_ports || self.extra.iter().any(|(_, line)| line.contains("{PORT}"))
+    }
+
+    /// The ports to write in the config of a run: port 0 for both listeners (the gateway
+    /// says which it got, in `state_dir/listening`), or free ones chosen now.
+    pub(super) fn ports_for_a_run(&self) -> [u16; 2] {
+        if self.needs_fixed_ports() {
+            free_ports()
+        } else {
+            [0, 0]
+        }
+    }
+
     /// Drain this long on SIGTERM before stopping (`server.drain_seconds`).
     pub fn drain_seconds(mut self, seconds: f64) -> Self {
         self.drain_seconds = seconds;
@@ -235,7 +261,7 @@ impl Gateway {
         lines.join("\n")
     }
 
-    /// The config text for the given ports.
+    /// The config text for the given ports (0: the kernel chooses).
     pub fn config_text(&self, port: u16, metrics_port: u16) -> String {
         let secret = if self.secret.is_some() {
             "secret_file = \"jwt.secret\""
@@ -327,7 +353,7 @@ impl Gateway {
     /// Write the files into a fresh temp dir and run `clustergate check-config` on them.
     pub fn check_config(&self) -> (tempfile::TempDir, Output) {
         let dir = tempfile::tempdir().unwrap();
-        let [port, metrics_port] = free_ports();
+        let [port, metrics_port] = self.ports_for_a_run();
         let config = self.write_files(dir.path(), port, metrics_port);
         let out = cli(
             &["check-config", "--config", config.to_str().unwrap()],
@@ -340,7 +366,7 @@ impl Gateway {
     /// (a refused start-up) within the start-up deadline; killed and failed otherwise.
     pub fn run_expecting_exit(&self) -> (tempfile::TempDir, Output) {
         let dir = tempfile::tempdir().unwrap();
-        let [port, metrics_port] = free_ports();
+        let [port, metrics_port] = self.ports_for_a_run();
         let config = self.write_files(dir.path(), port, metrics_port);
         let mut child = Command::new(BIN)
             .args(["run", "--config"])
@@ -365,7 +391,8 @@ impl Gateway {
         (dir, child.wait_with_output().unwrap())
     }
 
-    /// Start the gateway and wait until `/healthz` answers and the main port accepts connections.
+    /// Start the gateway and wait until `/healthz` answers and the main port accepts
+    /// connections; on port 0 unless `fixed_ports`.
     pub fn start(self) -> RunningGateway {
         let dir = tempfile::tempdir().unwrap();
         // A working directory apart from the config's folder: relative paths must resolve
@@ -378,6 +405,7 @@ impl Gateway {
             successor: None,
             addr: "127.0.0.1:1".parse().unwrap(),
             metrics_addr: "127.0.0.1:1".parse().unwrap(),
+            configured_ports: [0, 0],
             client: reqwest::Client::new(),
             runs: 0,
         };

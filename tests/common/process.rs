@@ -1,5 +1,6 @@
-//! The running gateway process: free ports, a readiness deadline, logs in files, SIGTERM and
-//! restart in the same directory, and a kill by pid on drop.
+//! The running gateway process: port 0 and the addresses read back from
+//! `state_dir/listening` (or free ports chosen before), a readiness deadline, logs in files,
+//! SIGTERM and restart in the same directory, and a kill by pid on drop.
 
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
@@ -21,26 +22,30 @@ pub struct RunningGateway {
     pub(super) successor: Option<u32>,
     pub addr: SocketAddr,
     pub metrics_addr: SocketAddr,
+    /// The ports the config names: `[0, 0]`, or the fixed ones (`Gateway::fixed_ports`).
+    pub(super) configured_ports: [u16; 2],
     pub(super) client: reqwest::Client,
     pub(super) runs: u32,
 }
 
 impl RunningGateway {
-    /// Start on fresh free ports. A port taken by someone else between `free_ports` and the
-    /// gateway's bind ("address in use") is retried on new ports, twice at most.
+    /// Start: on port 0, with the addresses read back from `state_dir/listening`, or, with
+    /// fixed ports, on fresh free ones (a port taken by someone else between `free_ports` and
+    /// the gateway's bind, "address in use", is retried on new ports, twice at most).
     pub(super) fn launch(&mut self) {
+        if !self.spec.needs_fixed_ports() {
+            self.configured_ports = [0, 0];
+            // The file of an earlier run in this directory names ports no longer held.
+            let _ = fs::remove_file(self.listening_file());
+            let started = self.spawn_and_wait();
+            return self.started(started);
+        }
         for attempt in 1..=3 {
-            let [port, metrics_port] = free_ports();
+            self.configured_ports = free_ports();
+            let [port, metrics_port] = self.configured_ports;
             self.addr = SocketAddr::from(([127, 0, 0, 1], port));
             self.metrics_addr = SocketAddr::from(([127, 0, 0, 1], metrics_port));
             match self.spawn_and_wait() {
-                Ok(()) => {
-                    self.client = self.build_client(false);
-                    if self.spec.upstream.as_ref().is_some_and(|u| u.wait_active) {
-                        self.wait_readyz(200);
-                    }
-                    return;
-                }
                 Err(why)
                     if attempt < 3 && self.last_run_logs().to_lowercase().contains("in use") =>
                 {
@@ -48,22 +53,94 @@ impl RunningGateway {
                         "clustergate start attempt {attempt} failed ({why}); retrying on new ports"
                     );
                 }
-                Err(why) => panic!("{why}\n{}", self.logs()),
+                started => return self.started(started),
             }
+        }
+    }
+
+    /// After a start: the client, and the wait for an active backend; or the panic.
+    fn started(&mut self, started: Result<(), String>) {
+        if let Err(why) = started {
+            panic!("{why}\n{}", self.logs());
+        }
+        self.client = self.build_client(false);
+        if self.spec.upstream.as_ref().is_some_and(|u| u.wait_active) {
+            self.wait_readyz(200);
         }
     }
 
     fn spawn_and_wait(&mut self) -> Result<(), String> {
         let child = self.spawn(&[]);
         self.child = Some(child);
+        if self.configured_ports == [0, 0] {
+            [self.addr, self.metrics_addr] = self.wait_listening()?;
+        }
         self.wait_ready()
+    }
+
+    fn listening_file(&self) -> PathBuf {
+        self.state_dir().join("listening")
+    }
+
+    /// The addresses in `state_dir/listening`, once the gateway has written it.
+    fn wait_listening(&mut self) -> Result<[SocketAddr; 2], String> {
+        let deadline = Instant::now() + READY_DEADLINE;
+        loop {
+            if let Some(addrs) = self.listening() {
+                return Ok(addrs);
+            }
+            self.still_running()?;
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "clustergate wrote no {} within {READY_DEADLINE:?}",
+                    self.listening_file().display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `state_dir/listening` read: the main and the metrics listener's addresses; `None`
+    /// while the file is absent (it is replaced whole, never seen half written).
+    pub fn listening(&self) -> Option<[SocketAddr; 2]> {
+        let text = fs::read_to_string(self.listening_file()).ok()?;
+        let addr_of = |key: &str| {
+            text.lines()
+                .find_map(|line| line.strip_prefix(key)?.strip_prefix(' '))
+                .unwrap_or_else(|| panic!("no {key} line in the listening file: {text:?}"))
+                .parse()
+                .unwrap()
+        };
+        Some([addr_of("server"), addr_of("metrics")])
+    }
+
+    /// An error when our child has exited (during start-up).
+    fn still_running(&mut self) -> Result<(), String> {
+        // A successor the gateway started itself is not our child to wait for.
+        if let Some(child) = self.child.as_mut() {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return Err(format!("clustergate exited during start-up ({status})"));
+            }
+        }
+        Ok(())
+    }
+
+    /// After an upgrade: the successor names, in its listening file, the addresses its
+    /// predecessor listened on (with port 0 too).
+    fn assert_same_addresses_after(&self, why: &str) {
+        assert_eq!(
+            self.listening(),
+            Some([self.addr, self.metrics_addr]),
+            "the successor listens elsewhere after {why}\n{}",
+            self.logs()
+        );
     }
 
     /// Writes the files and starts `clustergate run` with `extra` arguments.
     fn spawn(&mut self, extra: &[&str]) -> Child {
-        let config =
-            self.spec
-                .write_files(self.dir.path(), self.addr.port(), self.metrics_addr.port());
+        let [port, metrics_port] = self.configured_ports;
+        let config = self.spec.write_files(self.dir.path(), port, metrics_port);
         self.runs += 1;
         let stdout =
             fs::File::create(self.dir.path().join(format!("stdout.{}.log", self.runs))).unwrap();
@@ -99,8 +176,8 @@ impl RunningGateway {
         let before = self.metrics().await;
         let (ok, failed) = (reloads(&before, "success"), reloads(&before, "failure"));
         change(&mut self.spec);
-        self.spec
-            .write_files(self.dir.path(), self.addr.port(), self.metrics_addr.port());
+        let [port, metrics_port] = self.configured_ports;
+        self.spec.write_files(self.dir.path(), port, metrics_port);
         self.signal("HUP");
         let after = self
             .metrics_until(|text| reloads(text, "success") + reloads(text, "failure") > ok + failed)
@@ -125,6 +202,7 @@ impl RunningGateway {
         self.successor = Some(pid);
         self.wait_ready()
             .unwrap_or_else(|why| panic!("{why}\n{}", self.logs()));
+        self.assert_same_addresses_after("SIGUSR2");
         pid
     }
 
@@ -141,6 +219,7 @@ impl RunningGateway {
         self.handed_over(old, "the upgrade");
         self.wait_ready()
             .unwrap_or_else(|why| panic!("{why}\n{}", self.logs()));
+        self.assert_same_addresses_after("the upgrade");
     }
 
     /// Waits until `old`, which handed its sockets over after `why`, has exited; its pid.
@@ -170,13 +249,7 @@ impl RunningGateway {
     fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + READY_DEADLINE;
         loop {
-            // A successor the gateway started itself is not our child to wait for.
-            if let Some(child) = self.child.as_mut() {
-                if let Some(status) = child.try_wait().unwrap() {
-                    self.child = None;
-                    return Err(format!("clustergate exited during start-up ({status})"));
-                }
-            }
+            self.still_running()?;
             let healthy = try_raw_http(
                 self.metrics_addr,
                 b"GET /healthz HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n",
@@ -310,8 +383,14 @@ impl RunningGateway {
         self.launch();
     }
 
-    /// Start again after `stop`, on the same ports (a balancer knows it by its address).
+    /// Start again after `stop`, on the same ports (a balancer knows it by its address):
+    /// ports chosen before the first start (`Gateway::fixed_ports`), which no other test
+    /// is given meanwhile.
     pub fn start_again_in_place(&mut self) {
+        assert!(
+            self.spec.needs_fixed_ports(),
+            "start_again_in_place needs Gateway::fixed_ports(): a port 0 run gets a new port"
+        );
         self.spawn_and_wait()
             .unwrap_or_else(|why| panic!("{why}\n{}", self.logs()));
         self.client = self.build_client(false);

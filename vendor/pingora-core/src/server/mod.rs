@@ -370,8 +370,9 @@ impl Server {
     }
 
     /// Get the configured file descriptors for listening
+    // clustergate change 6: public, so that a caller can put sockets it bound in the table
     #[cfg(unix)]
-    fn listen_fds(&self) -> ListenFds {
+    pub fn listen_fds(&self) -> ListenFds {
         self.bootstrap.lock().get_fds()
     }
 
