@@ -41,37 +41,56 @@ impl Gateway {
         }
     }
 
-    /// The key of a GET the cache keeps: a configured operation's, or a UI file's.
+    /// The key of a GET the cache keeps: a configured operation's, or a UI file's. A range
+    /// is never kept (asked last: every GET comes here, with the cache off too).
     fn cache_key(
         &self,
         header: &RequestHeader,
         ctx: &RequestCtx,
         forward: &Forward,
     ) -> Option<(Key, Duration, Kind)> {
-        if header.method != Method::GET || header.headers.contains_key(RANGE) {
+        if header.method != Method::GET {
             return None;
         }
-        let bytes = |name| {
-            header
-                .headers
-                .get(name)
-                .map(|v: &http::HeaderValue| v.as_bytes())
-        };
-        if ctx.route == Route::Other && forward.user.is_none() {
-            let path = forward.path_and_query.split('?').next().unwrap_or_default();
-            let (ttl, kind) = self.answer_cache.ui_file(path)?;
-            let cookie = forward::language_cookie(&header.headers);
-            let key = Key::ui_file(
-                &forward.path_and_query,
-                cookie.as_ref().map(|c| c.as_bytes()),
-                bytes(ACCEPT_LANGUAGE),
-            )?;
-            return Some((key, ttl, kind));
-        }
+        let keyed = if ctx.route == Route::Other && forward.user.is_none() {
+            self.ui_file_key(header, forward)
+        } else {
+            self.operation_key(header, ctx, forward)
+        }?;
+        (!header.headers.contains_key(RANGE)).then_some(keyed)
+    }
+
+    fn ui_file_key(
+        &self,
+        header: &RequestHeader,
+        forward: &Forward,
+    ) -> Option<(Key, Duration, Kind)> {
+        let path = forward.path_and_query.split('?').next().unwrap_or_default();
+        let (ttl, kind) = self.answer_cache.ui_file(path)?;
+        let cookie = forward::language_cookie(&header.headers);
+        let key = Key::ui_file(
+            &forward.path_and_query,
+            cookie.as_ref().map(|c| c.as_bytes()),
+            header_bytes(header, ACCEPT_LANGUAGE),
+        )?;
+        Some((key, ttl, kind))
+    }
+
+    fn operation_key(
+        &self,
+        header: &RequestHeader,
+        ctx: &RequestCtx,
+        forward: &Forward,
+    ) -> Option<(Key, Duration, Kind)> {
         let (admission, id) = ctx.operation.as_ref()?;
         let template = admission.template(*id);
         let ttl = self.answer_cache.ttl(template)?;
-        let key = Key::of(admission, template, forward, bytes(ACCEPT_ENCODING))?;
+        let key = Key::of(
+            admission,
+            template,
+            forward,
+            header_bytes(header, ACCEPT_ENCODING),
+        )?;
         Some((key, ttl, Kind::Api))
     }
 
@@ -105,6 +124,10 @@ impl Gateway {
             self.answer_cache.after_write();
         }
     }
+}
+
+fn header_bytes(header: &RequestHeader, name: http::HeaderName) -> Option<&[u8]> {
+    header.headers.get(name).map(|v| v.as_bytes())
 }
 
 /// A UI file that leads is asked for whole and plain: the gateway keeps one body for

@@ -11,6 +11,7 @@ use super::{Gateway, RequestCtx};
 use crate::access::{self, Admission, Lookup, TableChoice};
 use crate::answer_cache::Stored;
 use crate::auth::{self, AuthRequest};
+use crate::ceph_release::CephRelease;
 use crate::docs;
 use crate::edge::paths;
 use crate::edge::request::{self, BodyLimits};
@@ -55,7 +56,7 @@ impl Gateway {
             Route::Docs => {
                 let method = &session.req_header().method;
                 let admission = self.admission.load();
-                let (table, _) = self.release_in_effect(&admission);
+                let (table, _) = self.release_now(&admission);
                 let offered = |method: &http::Method, template: &str| {
                     admission.offers(table, method, template)
                 };
@@ -84,10 +85,13 @@ impl Gateway {
         // One table for the whole request, though a reload may replace it meanwhile: that
         // of the active manager's release.
         let admission = self.admission.load_full();
-        let (table, edition) = self.release_in_effect(&admission);
+        let active = self.upstreams.active_release();
+        let (table, edition) = release_in_effect(&admission, active.flatten());
         let lookup = admission.lookup(table, &session.req_header().method, path, ctx.route);
         let request = access::Request::of(session.req_header(), ctx.route, path, edition);
-        let admitted = self.admit(&admission, request, lookup).await;
+        let admitted = self
+            .admit(&admission, request, lookup, active.is_some())
+            .await;
         ctx.operation = lookup.operation.map(|id| (admission, id));
         let forward = admitted?;
         ctx.subject.of_user(forward.user.as_deref());
@@ -103,28 +107,22 @@ impl Gateway {
         admission: &Admission,
         request: access::Request<'_>,
         lookup: Lookup,
+        manager_active: bool,
     ) -> Result<Forward, GatewayError> {
         let path = request.path;
         let forward = admission
             .admit(request, lookup, unix_now())
             .await
             .map_err(|e| GatewayError::refused_admission(e, path))?;
-        if !self.upstreams.any_active() {
+        if !manager_active {
             return Err(GatewayError::no_active_backend());
         }
         Ok(forward)
     }
 
-    /// The table and the system roles that apply: the active manager's release's, once
-    /// known; until then the table `access` chooses (the newest) and its release's roles;
-    /// without dashboards 16.2's roles.
-    fn release_in_effect(&self, admission: &Admission) -> (TableChoice, RoleEdition) {
-        let manager = self
-            .upstreams
-            .active()
-            .and_then(|backend| backend.release());
-        let table = admission.table_for(manager);
-        (table, RoleEdition::of(manager.or(table.release)))
+    /// The table and the system roles that apply now (see [`release_in_effect`]).
+    fn release_now(&self, admission: &Admission) -> (TableChoice, RoleEdition) {
+        release_in_effect(admission, self.upstreams.active_release().flatten())
     }
 
     /// Up to `bytes` of a request body, within `server.body_timeout_ms`.
@@ -162,7 +160,7 @@ impl Gateway {
         path: &str,
     ) -> Result<LocalResponse, GatewayError> {
         let body = request::read_body(session, self.body_limits(auth::BODY_LIMIT)).await?;
-        let (_, edition) = self.release_in_effect(&self.admission.load());
+        let (_, edition) = self.release_now(&self.admission.load());
         let req = AuthRequest::of(session.req_header(), body, ctx.client, edition);
         let method = &session.req_header().method;
         self.auth
@@ -182,7 +180,7 @@ impl Gateway {
             return Err(GatewayError::MethodNotAllowed { allow: "POST" });
         }
         let body = request::read_body(session, self.body_limits(auth::BODY_LIMIT)).await?;
-        let (_, edition) = self.release_in_effect(&self.admission.load());
+        let (_, edition) = self.release_now(&self.admission.load());
         let req = AuthRequest::of(session.req_header(), body, ctx.client, edition);
         let serving = self.readiness.check().is_ok();
         self.auth
@@ -190,4 +188,15 @@ impl Gateway {
             .await
             .map_err(GatewayError::from)
     }
+}
+
+/// The table and the system roles that apply with the active manager running `manager`:
+/// its release's, once known; until then the table `access` chooses (the newest) and its
+/// release's roles; without dashboards 16.2's roles.
+fn release_in_effect(
+    admission: &Admission,
+    manager: Option<CephRelease>,
+) -> (TableChoice, RoleEdition) {
+    let table = admission.table_for(manager);
+    (table, RoleEdition::of(manager.or(table.release)))
 }

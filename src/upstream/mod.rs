@@ -266,6 +266,16 @@ impl Upstreams {
         self.pick(Tried::default())
     }
 
+    /// The active manager's release, `None` until learned; the outer `None`: no manager is
+    /// active. (One look at the backends, holding none: asked on every forwarded request.)
+    pub fn active_release(&self) -> Option<Option<CephRelease>> {
+        self.backends
+            .load()
+            .iter()
+            .find(|b| b.state() == BackendState::Active)
+            .map(|b| b.release())
+    }
+
     /// Shows the configured backends in the upstream gauges, the active one being the
     /// one `active` picks, each known release with the table `table_of` it gives (called at
     /// each scrape).
@@ -439,5 +449,20 @@ mod tests {
         let text = String::from_utf8(metrics.render().unwrap()).unwrap();
         assert!(text.contains("clustergate_upstream_up{server=\"http://127.0.0.1:10\"} 0\n"));
         assert!(text.contains("clustergate_upstream_active{server=\"http://127.0.0.1:11\"} 1\n"));
+    }
+
+    #[test]
+    fn the_active_release_is_the_active_backends_as_active_picks_it() {
+        let upstreams = Upstreams::for_tests(2);
+        let [standby, active] = [0, 1].map(|i| Arc::clone(&upstreams.backends()[i]));
+        assert_eq!(upstreams.active_release(), None);
+        standby.set_state(BackendState::Standby);
+        standby.set_release(CephRelease::parse("18.2"));
+        active.set_state(BackendState::Active);
+        assert_eq!(upstreams.active_release(), Some(None));
+        active.set_release(CephRelease::parse("20.2"));
+        let picked = upstreams.active().map(|b| b.release());
+        assert_eq!(upstreams.active_release(), picked);
+        assert_eq!(picked, Some(CephRelease::parse("20.2")));
     }
 }
