@@ -52,7 +52,7 @@ use crate::state::unix_now;
 use crate::token_redaction::Redaction;
 use crate::upstream::credentials::ServiceAccount;
 use crate::upstream::{health, BackendState, ErrorVerdict, ResponseVerdict, Upstreams};
-use ctx::{Credential, RequestCtx};
+use ctx::RequestCtx;
 use decide::Next;
 
 /// The gateway as pingora sees it.
@@ -146,12 +146,7 @@ impl ProxyHttp for Gateway {
         let Some(backend) = ctx.attempt.backend().cloned() else {
             return Error::e_explain(InternalError, "forwarding without a backend");
         };
-        let token = match ctx.forward.as_ref().map(Credential::of) {
-            Some(Credential::User(token)) => Some(token),
-            // Only authenticated requests act as the service account.
-            Some(Credential::Service) => Some(self.service_token(&backend, ctx).await?),
-            Some(Credential::None) | None => None,
-        };
+        let token = self.upstream_token(&backend, ctx).await?;
         let Some(forward) = &ctx.forward else {
             return Error::e_explain(InternalError, "forwarding without a decision");
         };

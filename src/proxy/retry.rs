@@ -7,6 +7,7 @@ use std::sync::Arc;
 use pingora::prelude::*;
 use pingora::proxy::Session;
 
+use super::ctx::Credential;
 use super::{Gateway, RequestCtx};
 use crate::errors::GatewayError;
 use crate::state::unix_now;
@@ -81,6 +82,20 @@ impl Gateway {
         }
         ctx.attempt.retry_with_new_token();
         Err(GatewayError::unreachable_backend().into_retry("retrying with a new service token"))
+    }
+
+    /// The dashboard token a forwarded request carries: the user's own, else the service
+    /// account's (only authenticated requests act as it); none for the web UI's files.
+    pub(super) async fn upstream_token(
+        &self,
+        backend: &Arc<Backend>,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<Arc<str>>> {
+        match ctx.forward.as_ref().map(Credential::of) {
+            Some(Credential::User(token)) => Ok(Some(token)),
+            Some(Credential::Service) => Ok(Some(self.service_token(backend, ctx).await?)),
+            Some(Credential::None) | None => Ok(None),
+        }
     }
 
     /// The service account's token, logging in through `backend` when needed; a standby's
