@@ -229,6 +229,21 @@ impl Dashboard {
         accept: &str,
         body: Option<&Value>,
     ) -> Reply {
+        self.try_send(method, path, token, accept, body)
+            .await
+            .expect("request to the dashboard")
+    }
+
+    /// `send`, the transport's error returned: e.g. the dashboard closed the connection
+    /// before its answer was complete.
+    pub async fn try_send(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        accept: &str,
+        body: Option<&Value>,
+    ) -> reqwest::Result<Reply> {
         let client = client_builder().build().unwrap();
         let mut req = client
             .request(method, format!("{}{path}", self.url()))
@@ -239,7 +254,7 @@ impl Dashboard {
         if let Some(body) = body {
             req = req.json(body);
         }
-        Reply::from_reqwest(req.send().await.expect("request to the dashboard")).await
+        Ok(Reply::from_reqwest(req.send().await?).await)
     }
 
     /// A raw HTTP/1.1 request to the first manager's dashboard, target and method as given.
