@@ -84,19 +84,28 @@ impl RunningGateway {
 
     /// The addresses in `state_dir/listening`, once the gateway has written it.
     fn wait_listening(&mut self) -> Result<[SocketAddr; 2], String> {
+        let what = format!("wrote no {}", self.listening_file().display());
+        self.poll_start(Duration::from_millis(20), &what, Self::listening)
+    }
+
+    /// Polls `ready` every `every` until it gives a value; an error when our child exits
+    /// first, or when `READY_DEADLINE` passes (`what`: what had not happened by then).
+    fn poll_start<T>(
+        &mut self,
+        every: Duration,
+        what: &str,
+        ready: impl Fn(&Self) -> Option<T>,
+    ) -> Result<T, String> {
         let deadline = Instant::now() + READY_DEADLINE;
         loop {
-            if let Some(addrs) = self.listening() {
-                return Ok(addrs);
+            if let Some(value) = ready(self) {
+                return Ok(value);
             }
             self.still_running()?;
             if Instant::now() > deadline {
-                return Err(format!(
-                    "clustergate wrote no {} within {READY_DEADLINE:?}",
-                    self.listening_file().display()
-                ));
+                return Err(format!("clustergate {what} after {READY_DEADLINE:?}"));
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(every);
         }
     }
 
@@ -247,23 +256,18 @@ impl RunningGateway {
 
     /// Wait for `/healthz` on the metrics port and a connectable main port.
     fn wait_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + READY_DEADLINE;
-        loop {
-            self.still_running()?;
-            let healthy = try_raw_http(
-                self.metrics_addr,
-                b"GET /healthz HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n",
-            )
-            .map(|r| r.status == 200)
-            .unwrap_or(false);
-            if healthy && TcpStream::connect_timeout(&self.addr, Duration::from_secs(1)).is_ok() {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(format!("clustergate not ready after {READY_DEADLINE:?}"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.poll_start(Duration::from_millis(50), "not ready", |gw| {
+            gw.is_ready().then_some(())
+        })
+    }
+
+    fn is_ready(&self) -> bool {
+        let healthy = try_raw_http(
+            self.metrics_addr,
+            b"GET /healthz HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n",
+        )
+        .is_ok_and(|r| r.status == 200);
+        healthy && TcpStream::connect_timeout(&self.addr, Duration::from_secs(1)).is_ok()
     }
 
     /// A client for this gateway: trusts only `state_dir/tls/ca.pem` when TLS is on; offers h2 via
