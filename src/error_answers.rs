@@ -168,6 +168,10 @@ impl From<StateError> for GatewayError {
             StateError::NotReplicated { .. } => {
                 "session store could not confirm the change on its replicas; try again"
             }
+            // A logout at a full revocation store, say: not done, and not said to be.
+            StateError::Full(_) => {
+                "session store is full: the change was not made; try again later"
+            }
             _ => "session store unavailable",
         };
         GatewayError::Unavailable {
@@ -189,8 +193,15 @@ impl From<HashError> for GatewayError {
 }
 
 /// The service account could not log in (a standby's refusal is retried before this).
+/// A refused password is the operator's to fix: 503 saying what to do, also while the
+/// logins back off.
 impl From<CredentialError> for GatewayError {
     fn from(e: CredentialError) -> Self {
+        if e.is_refusal() {
+            return GatewayError::Unavailable {
+                detail: format!("The dashboard refuses the gateway's service account ({e}). Check upstream.username and the password in upstream.password_file, then reload the gateway (SIGHUP)."),
+            };
+        }
         match e {
             CredentialError::Login(LoginError::Client(ClientError::Timeout)) => {
                 GatewayError::GatewayTimeout
@@ -244,6 +255,13 @@ mod tests {
                 (status, detail.to_string())
             );
         }
+    }
+
+    #[test]
+    fn a_full_store_says_the_change_was_not_made() {
+        let answer = GatewayError::from(StateError::Full(100_000));
+        assert_eq!(answer.status(), 503);
+        assert!(answer.to_string().contains("not made"), "{answer}");
     }
 
     #[test]

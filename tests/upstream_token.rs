@@ -1,6 +1,8 @@
 //! The gateway's own token on the real dashboard: renewed as the dashboard's short-lived
 //! tokens expire, and replaced once (with the request retried) when the dashboard revokes
-//! it, with no error a client could see. Each test has its own dashboard.
+//! it, with no error a client could see; a refused service login backs off and never
+//! makes the dashboard disable the account. Each test has its own dashboard, or its own
+//! service account on the shared one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -157,4 +159,83 @@ async fn a_revoked_service_token_is_replaced_once_and_the_request_still_succeeds
         1.0,
         "exactly one new login: {metrics}"
     );
+}
+
+/// How long the service password stays wrong, with requests and health checks running.
+const WRONG_PASSWORD_FOR: Duration = Duration::from_secs(60);
+
+/// Issue 33, finding 5: a wrong `upstream.password_file` for a minute, with client requests
+/// and health checks (every 500 ms) running, leaves the dashboard account enabled (the
+/// dashboard disables it at its 10th consecutive failure: before, within seconds); clients
+/// are told what to fix; the right password, read by a reload, brings service back without
+/// a restart or a client request.
+#[tokio::test]
+async fn a_wrong_service_password_backs_off_and_a_reload_with_the_right_one_restores_service() {
+    let dash = Dashboard::shared();
+    // An administrator of the test's own acts as the service account: the shared
+    // dashboard's `clustergate` account is never put at risk.
+    let user = format!("cg-svc-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let password = format!("Pw-{}", uuid::Uuid::new_v4().simple());
+    dash.create_user(&user, &password, &["administrator"]);
+    let mut gw = Gateway::new()
+        .user(User::admin())
+        .upstream(dash)
+        .service_account(&user, "not-the-password")
+        .extra_toml("upstream", "login_backoff_min_ms = 1000")
+        .extra_toml("upstream", "login_backoff_max_ms = 8000")
+        .start();
+    let token = gw.login(ADMIN, ADMIN_PW).await;
+    let started = Instant::now();
+    let (mut sent, mut told) = (0, 0);
+    while started.elapsed() < WRONG_PASSWORD_FOR {
+        let r = gw
+            .api(Method::GET, "/api/summary", Some(&token), None)
+            .await;
+        sent += 1;
+        // 504 only if the dashboard took too long to refuse a login.
+        assert!(matches!(r.status, 503 | 504), "{} {}", r.status, r.text());
+        if r.status == 503 {
+            assert_status_shape(&r, 503, "503 Service Unavailable", None);
+            assert!(r.text().contains("upstream.password_file"), "{}", r.text());
+            told += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(told > 0, "no answer said what to fix");
+    assert!(
+        dash.user_enabled(&user),
+        "the dashboard disabled the service account\n{}",
+        gw.logs()
+    );
+    let refused = gw
+        .metric(
+            "clustergate_upstream_logins_total",
+            &[("result", "refused")],
+        )
+        .await;
+    assert!(
+        (1.0..=6.0).contains(&refused),
+        "{refused} refused logins in {WRONG_PASSWORD_FOR:?}"
+    );
+    println!("{sent} requests, {refused} refused service logins in {WRONG_PASSWORD_FOR:?}");
+
+    assert!(
+        gw.reload(|spec| { *spec = spec.clone().service_account(&user, &password) })
+            .await
+    );
+    // The health checks log in with the new password: no client request is needed.
+    let logged_in = || async { logins(&gw).await >= 1.0 };
+    eventually(
+        "a login with the new password",
+        Duration::from_millis(200),
+        Duration::from_secs(30),
+        logged_in,
+    )
+    .await;
+    let r = gw
+        .api(Method::GET, "/api/summary", Some(&token), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(dash.user_enabled(&user));
+    dash.ceph_ok(&["dashboard", "ac-user-delete", &user]);
 }

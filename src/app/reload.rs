@@ -1,6 +1,6 @@
 //! Reloading the configuration on SIGHUP (`systemctl reload`), without a restart: the users
 //! and roles files, the TLS certificate and key, the signing keys, the scope table and
-//! `access.*`, `upstream.servers` and `log.level` are read again. SIGHUP also reopens the audit file,
+//! `access.*`, `upstream.servers`, `upstream.password_file` and `log.level` are read again. SIGHUP also reopens the audit file,
 //! whether or not the configuration reloads: logrotate sends it after moving the file away.
 //!
 //! Everything is validated first, by the same `config::load` as `check-config`, and every
@@ -30,9 +30,11 @@ use crate::config::{self, Config, ConfigErrors, RoleMap, TlsMode};
 use crate::observe::audit::Audit;
 use crate::observe::logs::{LogError, LogLevel};
 use crate::observe::metrics::Metrics;
+use crate::secrets::Secret;
 use crate::state::UnixTime;
 use crate::tls::{self, ServingCert, TlsError};
 use crate::tokens::TokenService;
+use crate::upstream::credentials::ServiceAccount;
 use crate::upstream::{Backend, UpstreamError, Upstreams};
 use crate::users::{Reset, UserDb};
 
@@ -47,6 +49,8 @@ pub struct Live {
     pub audit: Arc<Audit>,
     /// The logger's filter (`log.level`).
     pub log_level: LogLevel,
+    /// The gateway's dashboard account: its password is read again.
+    pub account: Option<Arc<ServiceAccount>>,
 }
 
 /// Why a reload kept the running configuration.
@@ -99,6 +103,8 @@ struct Prepared {
     log_filter: Option<tracing_subscriber::EnvFilter>,
     /// `oidc.role_map`, when single sign-on is on (the provider itself needs a restart).
     role_map: Option<RoleMap>,
+    /// The service account's password (`upstream.password_file`).
+    service_password: Option<Secret>,
 }
 
 impl Reloader {
@@ -205,6 +211,7 @@ impl Reloader {
             certificate,
             log_filter,
             role_map: new.oidc.as_ref().map(|o| o.role_map.clone()),
+            service_password: new.upstream.as_ref().map(|u| u.password.clone()),
         })
     }
 
@@ -229,6 +236,9 @@ impl Reloader {
         {
             serving.replace(certified);
             self.metrics.deployment.tls_cert_expiry(not_after);
+        }
+        if let (Some(account), Some(password)) = (&live.account, prepared.service_password) {
+            account.set_password(password);
         }
         if let Some(filter) = prepared.log_filter {
             // Fails only once the logger is gone, which is at exit.

@@ -171,7 +171,8 @@ impl Changed {
             health_path,
             health_interval,
             username,
-            password,
+            // Reloaded: the service account logs in with the new password (`ServiceAccount`).
+            password: _,
             // With auth.source, as `Config::identity` (classified by the caller).
             identity: _,
             trust,
@@ -180,6 +181,7 @@ impl Changed {
             timeouts,
             max_body_bytes,
             in_flight,
+            login_backoff,
         } = a;
         self.key("upstream.health_path", *health_path != b.health_path);
         self.key(
@@ -187,7 +189,6 @@ impl Changed {
             *health_interval != b.health_interval,
         );
         self.key("upstream.username", *username != b.username);
-        self.key("upstream.password_file", *password != b.password);
         self.key(
             "upstream.ca_file, upstream.insecure_skip_verify",
             *trust != b.trust,
@@ -208,6 +209,10 @@ impl Changed {
         self.key(
             "upstream.max_in_flight, upstream.max_queued, upstream.queue_timeout_ms",
             *in_flight != b.in_flight,
+        );
+        self.key(
+            "upstream.login_backoff_min_ms, upstream.login_backoff_max_ms",
+            *login_backoff != b.login_backoff,
         );
     }
 

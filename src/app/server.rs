@@ -44,7 +44,7 @@ use crate::readiness::{DrainThenStop, Readiness};
 use crate::secrets::{self, SecretError};
 use crate::state::{StateError, Stores};
 use crate::tls::{self, ServingCert, TlsError};
-use crate::upstream::credentials::ServiceAccount;
+use crate::upstream::credentials::{AccountStores, ServiceAccount};
 use crate::upstream::health::{HealthChecker, ReleaseLearned};
 use crate::upstream::{UpstreamError, Upstreams};
 use crate::users::PasswordChecker;
@@ -252,6 +252,7 @@ fn build(
         },
         audit: audit.clone(),
         log_level: logs.level,
+        account: account.clone(),
     };
     let reloader = Reloader::new(live, metrics.clone(), running, account_name);
     let gateway = Gateway {
@@ -411,7 +412,11 @@ fn dashboards(
         upstream.username.clone(),
         upstream.password.clone(),
         ApiVersion::V1_0.media_type(vendor),
-        stores.upstream_tokens.clone(),
+        AccountStores {
+            tokens: stores.upstream_tokens.clone(),
+            attempts: stores.dashboard_attempts.clone(),
+        },
+        upstream.login_backoff,
         metrics.clone(),
     ));
     let docs = Docs::new(

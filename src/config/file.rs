@@ -158,6 +158,8 @@ pub(super) struct UpstreamSection {
     pub max_in_flight: usize,
     pub max_queued: usize,
     pub queue_timeout_ms: u64,
+    pub login_backoff_min_ms: u64,
+    pub login_backoff_max_ms: u64,
 }
 
 impl Default for UpstreamSection {
@@ -182,6 +184,9 @@ impl Default for UpstreamSection {
             max_in_flight: 8,
             max_queued: 64,
             queue_timeout_ms: 5000,
+            // A refused service login waits 10 s, then 20, 40, ... up to 10 minutes.
+            login_backoff_min_ms: 10_000,
+            login_backoff_max_ms: 600_000,
         }
     }
 }

@@ -837,6 +837,27 @@ fn in_flight_limits_default_below_the_dashboards_threads_and_are_bounded() {
     }
 }
 
+#[test]
+fn refused_service_logins_back_off_doubling_to_a_bound() {
+    let d = dir();
+    let c = parse(&with_upstream(d.path(), ""), d.path()).unwrap();
+    let backoff = c.upstream.unwrap().login_backoff;
+    let waits: Vec<u64> = [1, 2, 3, 7, 8, 100]
+        .map(|refusals| backoff.after(refusals).as_secs())
+        .to_vec();
+    assert_eq!(waits, [10, 20, 40, 600, 600, 600]);
+    for (line, key) in [
+        ("login_backoff_min_ms = 0", "upstream.login_backoff_min_ms"),
+        (
+            "login_backoff_min_ms = 5000\nlogin_backoff_max_ms = 4000",
+            "upstream.login_backoff_max_ms",
+        ),
+    ] {
+        let e = parse(&with_upstream(d.path(), line), d.path()).unwrap_err();
+        assert!(e.mentions(key), "{line}: {e}");
+    }
+}
+
 /// `[upstream]` with one dashboard and its password file written into `d`.
 fn with_upstream(d: &Path, extra: &str) -> String {
     crate::secrets::write_private(&d.join("upstream.pass"), "service-password\n".as_bytes())

@@ -26,6 +26,23 @@ pub struct UpstreamConfig {
     pub timeouts: Timeouts,
     pub max_body_bytes: usize,
     pub in_flight: InFlightLimits,
+    pub login_backoff: LoginBackoff,
+}
+
+/// How long a refused service login waits before the next: `min`, doubling with each
+/// consecutive refusal, up to `max` (`upstream.login_backoff_min_ms`, `_max_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoginBackoff {
+    pub min: Duration,
+    pub max: Duration,
+}
+
+impl LoginBackoff {
+    /// The wait after the `refusals`-th consecutive refusal (1: `min`).
+    pub fn after(&self, refusals: u32) -> Duration {
+        let doublings = refusals.saturating_sub(1).min(31);
+        self.min.saturating_mul(1 << doublings).min(self.max)
+    }
 }
 
 /// How many forwarded requests one dashboard gets at once, and how long the others wait.
@@ -187,6 +204,10 @@ pub(super) fn validate(
             queued: u.max_queued,
             wait: Duration::from_millis(u.queue_timeout_ms),
         },
+        login_backoff: LoginBackoff {
+            min: Duration::from_millis(u.login_backoff_min_ms),
+            max: Duration::from_millis(u.login_backoff_max_ms),
+        },
     })
 }
 
@@ -253,6 +274,20 @@ fn check_values(errors: &mut ConfigErrors, at: &Source<'_>, u: &UpstreamSection)
             f,
             "upstream.queue_timeout_ms",
             "must be between 1 and 600000 (10 minutes)",
+        );
+    }
+    if !(100..=3_600_000).contains(&u.login_backoff_min_ms) {
+        errors.push(
+            f,
+            "upstream.login_backoff_min_ms",
+            "must be between 100 and 3600000 (an hour)",
+        );
+    }
+    if !(u.login_backoff_min_ms..=86_400_000).contains(&u.login_backoff_max_ms) {
+        errors.push(
+            f,
+            "upstream.login_backoff_max_ms",
+            "must be between login_backoff_min_ms and 86400000 (a day)",
         );
     }
     if u.username.is_empty() {

@@ -117,7 +117,13 @@ impl Gateway {
             }
             Err(TokenRefusal::Failed(e)) => {
                 let _enter = ctx.span.enter();
-                tracing::error!(server = %backend.base, error = %e, "no service account token");
+                // A refusal is logged once per login by the account, not per request.
+                match e.is_refusal() {
+                    true => tracing::debug!(error = %e, "no service account token"),
+                    false => {
+                        tracing::error!(server = %backend.base, error = %e, "no service account token")
+                    }
+                }
                 Err(GatewayError::from(e).into_pingora())
             }
         }

@@ -72,6 +72,14 @@ pub async fn dashboard_attempts(store: &dyn DashboardAttempts) {
     // Settling twice counts once.
     assert_eq!(store.failed("u", &b).await.unwrap(), 2);
     assert_eq!(store.reserve("u", 2, now, hold(now)).await.unwrap(), None);
+    // A cancelled hold (no password was checked) counts for nothing.
+    let cancelled = store
+        .reserve("u", 3, now, hold(now))
+        .await
+        .unwrap()
+        .unwrap();
+    store.cancel("u", &cancelled).await.unwrap();
+    assert_eq!(store.failed("u", &cancelled).await.unwrap(), 2);
     // Time alone forgets nothing: only a higher ceiling lets an attempt through.
     let later = now + 7 * 24 * 3600 * 1000;
     assert_eq!(
@@ -200,6 +208,14 @@ pub async fn upstream_tokens(store: &dyn UpstreamTokens) {
         .await
         .unwrap());
     store.release_login().await.unwrap();
+    // A refused login makes every gateway wait until the time set, and no longer.
+    let now = T * 1000;
+    assert_eq!(store.login_backoff(now).await.unwrap(), None);
+    store.set_login_backoff(Some(now + 5000)).await.unwrap();
+    assert_eq!(store.login_backoff(now).await.unwrap(), Some(now + 5000));
+    assert_eq!(store.login_backoff(now + 5000).await.unwrap(), None);
+    store.set_login_backoff(None).await.unwrap();
+    assert_eq!(store.login_backoff(now).await.unwrap(), None);
 }
 
 pub async fn user_sessions(store: &dyn UserSessions) {

@@ -110,6 +110,13 @@ impl DashboardAttempts for MemoryDashboardAttempts {
         Ok(record.failures)
     }
 
+    async fn cancel(&self, username: &str, hold: &Hold) -> Result<(), StateError> {
+        if let Some(record) = self.records()?.get_mut(username) {
+            record.holds.remove(&hold.0);
+        }
+        Ok(())
+    }
+
     async fn succeeded(
         &self,
         username: &str,

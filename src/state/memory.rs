@@ -5,7 +5,9 @@ use dashmap::DashMap;
 
 use std::sync::RwLock;
 
-use super::{Lockouts, Revocations, StateError, UnixTime, UpstreamToken, UpstreamTokens};
+use super::{
+    Lockouts, Revocations, StateError, UnixMillis, UnixTime, UpstreamToken, UpstreamTokens,
+};
 
 pub struct MemoryRevocations {
     revoked: DashMap<String, UnixTime>,
@@ -27,7 +29,9 @@ impl Revocations for MemoryRevocations {
         if until < now {
             return Ok(()); // already expired: nothing left to revoke
         }
-        if self.revoked.len() >= self.max_entries {
+        // Full: the revocations whose tokens have expired make room; when none has, the
+        // logout fails (`Full`, answered 503) rather than being ignored.
+        if self.revoked.len() >= self.max_entries && !self.revoked.contains_key(jti) {
             self.revoked.retain(|_, exp| *exp >= now);
             if self.revoked.len() >= self.max_entries {
                 return Err(StateError::Full(self.max_entries));
@@ -126,6 +130,7 @@ impl Lockouts for MemoryLockouts {
 #[derive(Default)]
 pub struct MemoryUpstreamTokens {
     current: RwLock<Option<UpstreamToken>>,
+    login_backoff: RwLock<Option<UnixMillis>>,
 }
 
 impl MemoryUpstreamTokens {
@@ -161,6 +166,16 @@ impl UpstreamTokens for MemoryUpstreamTokens {
 
     async fn release_login(&self) -> Result<(), StateError> {
         Ok(())
+    }
+
+    async fn set_login_backoff(&self, until: Option<UnixMillis>) -> Result<(), StateError> {
+        *self.login_backoff.write().map_err(|_| Self::poisoned())? = until;
+        Ok(())
+    }
+
+    async fn login_backoff(&self, now: UnixMillis) -> Result<Option<UnixMillis>, StateError> {
+        let until = *self.login_backoff.read().map_err(|_| Self::poisoned())?;
+        Ok(until.filter(|until| *until > now))
     }
 
     async fn ready(&self) -> Result<(), StateError> {

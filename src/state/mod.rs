@@ -114,6 +114,9 @@ pub trait DashboardAttempts: Send + Sync {
     /// The held attempt failed, or its outcome is unknown: one more failure (none if the
     /// hold already expired into one). Returns the failures.
     async fn failed(&self, username: &str, hold: &Hold) -> Result<u32, StateError>;
+    /// The held attempt reached no password check (a standby answered it): it counts
+    /// for nothing.
+    async fn cancel(&self, username: &str, hold: &Hold) -> Result<(), StateError>;
     /// The dashboard accepted the held attempt: no failures, and `verifier` (an argon2id
     /// hash of the password, never the password) kept for the attempts near the limit
     /// (`None`: none could be made; the last one stays).
@@ -189,6 +192,11 @@ pub trait UpstreamTokens: Send + Sync {
     async fn claim_login(&self, ttl: Duration) -> Result<bool, StateError>;
     /// Gives up this gateway's claim (if it still holds it).
     async fn release_login(&self) -> Result<(), StateError>;
+    /// The dashboard refused the last login: no gateway logs in again before `until`.
+    /// `None`: logins may go at once (the last one succeeded).
+    async fn set_login_backoff(&self, until: Option<UnixMillis>) -> Result<(), StateError>;
+    /// When logins may go again, if that is after `now`.
+    async fn login_backoff(&self, now: UnixMillis) -> Result<Option<UnixMillis>, StateError>;
     async fn ready(&self) -> Result<(), StateError>;
 }
 

@@ -40,7 +40,7 @@ use redis::{Client, ConnectionAddr, Script, TlsMode};
 use self::sealed::Sealer;
 use super::memory::MemoryRevocations;
 use super::{
-    Lockouts, Revocations, StateError, StoreHealth, Stores, UnixTime, UpstreamToken,
+    Lockouts, Revocations, StateError, StoreHealth, Stores, UnixMillis, UnixTime, UpstreamToken,
     UpstreamTokens, MEMORY_MAX_ENTRIES,
 };
 use crate::secrets::Secret;
@@ -111,6 +111,9 @@ pub struct EncryptionKey {
 const FAILURE_MEMORY_SECONDS: u64 = 24 * 3600;
 /// Keys read per SCAN step when the feed loads the live revocations.
 const SCAN_STEP: usize = 1000;
+/// SCAN steps a load takes at most (a wrong cursor cannot loop): four times what reads a
+/// full local copy.
+const MAX_SCAN_STEPS: usize = MEMORY_MAX_ENTRIES / SCAN_STEP * 4;
 /// The feed's reconnection waits: from this, doubling, up to the next.
 const RECONNECT_FIRST: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_millis(800);
@@ -121,10 +124,16 @@ const LIVENESS_INTERVAL: Duration = Duration::from_millis(500);
 
 /// The stores on one Redis connection.
 pub(super) fn stores(settings: RedisSettings) -> Result<Stores, StateError> {
+    stores_keeping(settings, MEMORY_MAX_ENTRIES)
+}
+
+/// The stores, with at most `kept` revocations in the local copy.
+fn stores_keeping(settings: RedisSettings, kept: usize) -> Result<Stores, StateError> {
     let redis = Arc::new(Redis::new(settings)?);
     let revocations = Arc::new(RedisRevocations {
         redis: redis.clone(),
-        local: MemoryRevocations::new(MEMORY_MAX_ENTRIES),
+        local: MemoryRevocations::new(kept),
+        incomplete_until: AtomicU64::new(0),
     });
     Ok(Stores {
         revocations: revocations.clone(),
@@ -565,10 +574,14 @@ fn lookup_error(why: &'static str) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Io, why))
 }
 
-/// Revocations: keys in Redis, a local copy for the checks.
+/// Revocations: keys in Redis, a local copy for the checks. Redis keeps every one until its
+/// token expires; the copy keeps a bounded number, and while it lacks some (it was full),
+/// a token it does not hold is looked up in Redis: no logout is ever ignored.
 pub struct RedisRevocations {
     redis: Arc<Redis>,
     local: MemoryRevocations,
+    /// Until when the copy may lack revocations: the latest expiry of one it could not keep.
+    incomplete_until: AtomicU64,
 }
 
 #[async_trait]
@@ -598,7 +611,7 @@ impl Revocations for RedisRevocations {
             .ignore();
         self.redis.run_replicated("revoke", writes).await?;
         // This gateway refuses the token at once, before its own message comes back.
-        self.local.revoke(jti, until, now).await
+        self.keep_locally(jti, until, now).await
     }
 
     async fn is_revoked(&self, jti: &str, now: UnixTime) -> Result<bool, StateError> {
@@ -607,7 +620,13 @@ impl Revocations for RedisRevocations {
                 "revocations are not in sync with redis".into(),
             ));
         }
-        self.local.is_revoked(jti, now).await
+        if self.local.is_revoked(jti, now).await? {
+            return Ok(true);
+        }
+        if self.incomplete_until.load(Ordering::Acquire) < now {
+            return Ok(false);
+        }
+        self.revoked_in_redis(jti, now).await
     }
 
     async fn ready(&self) -> Result<(), StateError> {
@@ -628,7 +647,7 @@ impl RedisRevocations {
         let mut cursor: u64 = 0;
         let mut loaded = 0;
         // Each step reads up to SCAN_STEP keys; a bound on steps keeps a wrong cursor from looping.
-        for _ in 0..=(MEMORY_MAX_ENTRIES / SCAN_STEP * 4) {
+        for _ in 0..MAX_SCAN_STEPS {
             let step = redis::cmd("SCAN")
                 .arg(cursor)
                 .arg("MATCH")
@@ -638,12 +657,61 @@ impl RedisRevocations {
                 .clone();
             let (next, keys): (u64, Vec<String>) = self.redis.run("scan", &step).await?;
             loaded += self.load_keys(&keys, now).await?;
-            if next == 0 || loaded >= MEMORY_MAX_ENTRIES {
+            if next == 0 {
                 return Ok(loaded);
             }
             cursor = next;
         }
+        // Not every key was read: every token the copy lacks is looked up in Redis.
+        self.incomplete_until
+            .store(UnixTime::MAX, Ordering::Release);
+        tracing::error!(
+            loaded,
+            "too many revocations in redis to read them all: tokens not among them are looked up in redis"
+        );
         Ok(loaded)
+    }
+
+    /// Keeps a revocation in the local copy; one the full copy cannot keep is left to
+    /// Redis (`is_revoked` asks it) until its token has expired.
+    async fn keep_locally(
+        &self,
+        jti: &str,
+        until: UnixTime,
+        now: UnixTime,
+    ) -> Result<(), StateError> {
+        match self.local.revoke(jti, until, now).await {
+            Err(StateError::Full(kept)) => {
+                let before = self.incomplete_until.fetch_max(until, Ordering::AcqRel);
+                if before < now {
+                    tracing::warn!(kept, "the local copy of the revocations is full: tokens not in it are looked up in redis until the revocations it could not keep have expired");
+                }
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// Whether Redis holds a revocation of `jti`, signed with the deployment's key.
+    async fn revoked_in_redis(&self, jti: &str, now: UnixTime) -> Result<bool, StateError> {
+        let key = self.redis.key("revoked", jti);
+        let signed: Option<String> = self
+            .redis
+            .run("revoked", redis::cmd("GET").arg(key))
+            .await?;
+        Ok(signed
+            .as_deref()
+            .and_then(|signed| self.signed_revocation(signed))
+            .is_some_and(|(until, revoked)| revoked == jti && until >= now))
+    }
+
+    /// The `(until, jti)` of a signed revocation; `None` when not signed with the
+    /// deployment's key.
+    fn signed_revocation<'a>(&self, signed: &'a str) -> Option<(UnixTime, &'a str)> {
+        let channel = self.redis.revocations_channel();
+        let message = self.redis.sealer.verify(&channel, signed)?;
+        let (until, jti) = message.split_once(' ')?;
+        Some((until.parse::<UnixTime>().ok()?, jti))
     }
 
     /// Applies the revocations kept in `keys` (each holds its signed message).
@@ -663,12 +731,7 @@ impl RedisRevocations {
     /// Applies a signed `"<until> <jti>"` (from the channel or a key); whether it was one.
     /// Anything else is dropped, counted, and logged without its content.
     async fn apply(&self, signed: &str, now: UnixTime) -> bool {
-        let channel = self.redis.revocations_channel();
-        let revocation = self.redis.sealer.verify(&channel, signed).and_then(|m| {
-            let (until, jti) = m.split_once(' ')?;
-            Some((until.parse::<UnixTime>().ok()?, jti))
-        });
-        let Some((until, jti)) = revocation else {
+        let Some((until, jti)) = self.signed_revocation(signed) else {
             let forged = self.redis.health.revocation_refused();
             // Logged at the 1st, 2nd, 4th, 8th... so a flood cannot flood the log.
             if forged.is_power_of_two() {
@@ -679,7 +742,7 @@ impl RedisRevocations {
             }
             return false;
         };
-        if let Err(e) = self.local.revoke(jti, until, now).await {
+        if let Err(e) = self.keep_locally(jti, until, now).await {
             tracing::error!(error = %e, "cannot keep a revocation locally");
         }
         true
@@ -992,6 +1055,30 @@ impl UpstreamTokens for RedisUpstreamTokens {
         Ok(())
     }
 
+    /// One key, expiring when the wait is over.
+    async fn set_login_backoff(&self, until: Option<UnixMillis>) -> Result<(), StateError> {
+        let key = self.redis.key("upstream", "login_backoff");
+        let command = match until {
+            Some(until) => redis::cmd("SET")
+                .arg(key)
+                .arg(until)
+                .arg("PXAT")
+                .arg(until.max(1))
+                .clone(),
+            None => redis::cmd("DEL").arg(key).clone(),
+        };
+        self.redis.run::<()>("login backoff", &command).await
+    }
+
+    async fn login_backoff(&self, now: UnixMillis) -> Result<Option<UnixMillis>, StateError> {
+        let key = self.redis.key("upstream", "login_backoff");
+        let until: Option<UnixMillis> = self
+            .redis
+            .run("login backoff", redis::cmd("GET").arg(key))
+            .await?;
+        Ok(until.filter(|until| *until > now))
+    }
+
     async fn ready(&self) -> Result<(), StateError> {
         self.redis.run("ping", &redis::cmd("PING")).await
     }
@@ -1065,7 +1152,12 @@ mod tests {
     }
 
     async fn gateway_with(settings: RedisSettings) -> Gateway {
-        let stores = stores(settings).unwrap();
+        gateway_keeping(settings, MEMORY_MAX_ENTRIES).await
+    }
+
+    /// A gateway whose local copy keeps at most `kept` revocations.
+    async fn gateway_keeping(settings: RedisSettings, kept: usize) -> Gateway {
+        let stores = stores_keeping(settings, kept).unwrap();
         let (stop, watch) = tokio::sync::watch::channel(false);
         let feed = stores.feed.clone().unwrap();
         tokio::spawn(async move { feed.start(watch).await });
@@ -1097,6 +1189,42 @@ mod tests {
         contract::upstream_tokens(gateway.stores.upstream_tokens.as_ref()).await;
         contract::user_sessions(gateway.stores.user_sessions.as_ref()).await;
         contract::credential_resets(gateway.stores.credential_resets.as_ref()).await;
+    }
+
+    /// Issue 33, item 12: past the local copy's bound a logout still takes effect on every
+    /// gateway, the one that made it, one following the channel and one started after.
+    /// Before, the copies dropped it and no gateway refused the token.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn logouts_beyond_the_local_copys_bound_are_refused_by_every_gateway() {
+        let server = RedisServer::start();
+        let keeping_two = || gateway_keeping(settings(&server, "cg:"), 2);
+        let (a, b) = (keeping_two().await, keeping_two().await);
+        let now = crate::state::unix_now();
+        let jtis = ["first", "second", "third", "fourth"];
+        for jti in jtis {
+            a.stores
+                .revocations
+                .revoke(jti, now + 60, now)
+                .await
+                .unwrap();
+        }
+        let c = keeping_two().await;
+        for gateway in [&a, &b, &c] {
+            let revocations = &gateway.stores.revocations;
+            for jti in jtis {
+                let started = Instant::now();
+                while !revocations.is_revoked(jti, now).await.unwrap() {
+                    assert!(
+                        started.elapsed() < Duration::from_secs(2),
+                        "{jti} is not refused"
+                    );
+                    tokio::task::yield_now().await;
+                }
+            }
+            assert!(!revocations.is_revoked("never-revoked", now).await.unwrap());
+            // Once the revocations it could not keep have expired, the copy is whole again.
+            assert!(!revocations.is_revoked("fourth", now + 61).await.unwrap());
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,15 +2,28 @@
 //! the `UpstreamTokens` store), renews it ahead of its expiry, and logs in again when a
 //! backend refuses it, at most once per [`MIN_RENEWAL_INTERVAL`]. One login runs at a time;
 //! the others wait for its result.
+//!
+//! A refused login backs off, on every gateway of the deployment: the next waits
+//! `upstream.login_backoff_min_ms`, doubling with each consecutive refusal. Every login is
+//! reserved first in the dashboard's own count of consecutive failures (`DashboardAttempts`,
+//! shared through the state store, as for users' logins), and none is sent that could be
+//! the dashboard's 10th (it disables the account): a refused password is tried again up to
+//! [`RETRY_CEILING`] failures, and a new one (at start, or after a reload that changed
+//! `upstream.password_file`) up to [`NEW_PASSWORD_CEILING`].
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::client::ClientError;
 use super::login::{self, LoginError};
 use super::{Backend, Upstreams};
+use crate::config::{LoginBackoff, DASHBOARD_LOCKOUT_ATTEMPTS};
 use crate::observe::metrics::Metrics;
 use crate::secrets::Secret;
-use crate::state::{StateError, UnixTime, UpstreamToken, UpstreamTokens};
+use crate::state::{
+    unix_now_ms, DashboardAttempts, Hold, StateError, UnixMillis, UnixTime, UpstreamToken,
+    UpstreamTokens,
+};
 
 /// While another gateway logs in, its stored token is looked for this often, this many
 /// times (a login takes a dashboard well under a second).
@@ -24,20 +37,58 @@ const OTHER_LOGIN_CHECKS: u32 = 30;
 /// has passed.
 pub const MIN_RENEWAL_INTERVAL: Duration = Duration::from_secs(10);
 
+/// The dashboard's consecutive failures up to which a password it refused is tried again
+/// (after its backoff): 6 of its 10, so that 3 are left for a corrected password.
+pub const RETRY_CEILING: u32 = DASHBOARD_LOCKOUT_ATTEMPTS - 4;
+/// Up to which a new password is tried: one short of the dashboard's limit.
+pub const NEW_PASSWORD_CEILING: u32 = DASHBOARD_LOCKOUT_ATTEMPTS - 1;
+
+/// How long past a login's own time limit its reservation lasts (a gateway that died
+/// mid-login: the dashboard may have counted it, and so does the store after this).
+const HOLD_MARGIN: Duration = Duration::from_secs(5);
+
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
     #[error(transparent)]
     Login(#[from] LoginError),
     #[error(transparent)]
     Store(#[from] StateError),
+    /// The dashboard refused the last login; the next one waits.
+    #[error("the dashboard refused the service account's login; the next attempt is in {} s", .retry_in.as_secs().max(1))]
+    BackingOff { retry_in: Duration },
+    /// The dashboard's count of consecutive failures leaves no attempt for this password.
+    #[error("the dashboard's count of the service account's consecutive failed logins leaves no attempt for this password")]
+    Withheld,
+}
+
+impl CredentialError {
+    /// Whether the dashboard refused the service account's password (now or before).
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            CredentialError::Login(LoginError::Refused(_))
+                | CredentialError::BackingOff { .. }
+                | CredentialError::Withheld
+        )
+    }
+}
+
+/// The service account's password, and whether it is new: not yet refused since the
+/// process started or a reload changed it.
+struct Password {
+    secret: Secret,
+    new: bool,
 }
 
 pub struct ServiceAccount {
     username: String,
-    password: Secret,
+    password: Mutex<Password>,
     /// The Accept header of the dashboard's login endpoint (version 1.0).
     login_accept: String,
     tokens: Arc<dyn UpstreamTokens>,
+    /// The dashboard's count of consecutive failed logins, shared with users' logins.
+    attempts: Arc<dyn DashboardAttempts>,
+    backoff: LoginBackoff,
     login: tokio::sync::Mutex<()>,
     /// The last token discarded after a refusal, and when.
     last_renewal: Mutex<Option<Renewal>>,
@@ -49,19 +100,35 @@ struct Renewal {
     at: Instant,
 }
 
+/// What the account needs of the state store.
+pub struct AccountStores {
+    pub tokens: Arc<dyn UpstreamTokens>,
+    pub attempts: Arc<dyn DashboardAttempts>,
+}
+
+fn millis(d: Duration) -> UnixMillis {
+    UnixMillis::try_from(d.as_millis()).unwrap_or(UnixMillis::MAX)
+}
+
 impl ServiceAccount {
     pub fn new(
         username: String,
         password: Secret,
         login_accept: String,
-        tokens: Arc<dyn UpstreamTokens>,
+        stores: AccountStores,
+        backoff: LoginBackoff,
         metrics: Arc<Metrics>,
     ) -> Self {
         ServiceAccount {
             username,
-            password,
+            password: Mutex::new(Password {
+                secret: password,
+                new: true,
+            }),
             login_accept,
-            tokens,
+            tokens: stores.tokens,
+            attempts: stores.attempts,
+            backoff,
             login: tokio::sync::Mutex::new(()),
             last_renewal: Mutex::new(None),
             metrics,
@@ -71,6 +138,34 @@ impl ServiceAccount {
     /// The Accept header of the dashboard's version 1.0 endpoints.
     pub fn accept(&self) -> &str {
         &self.login_accept
+    }
+
+    /// A reload read `password`: when it changed, the next login uses it at once,
+    /// whatever the backoff, as a new password.
+    pub fn set_password(&self, password: Secret) {
+        let mut current = self.password.lock().unwrap_or_else(PoisonError::into_inner);
+        if current.secret == password {
+            return;
+        }
+        *current = Password {
+            secret: password,
+            new: true,
+        };
+        tracing::info!(user = %self.username, "upstream.password_file changed: the service account logs in with the new password");
+    }
+
+    /// The password, and whether it is new.
+    fn password(&self) -> (Secret, bool) {
+        let current = self.password.lock().unwrap_or_else(PoisonError::into_inner);
+        (current.secret.clone(), current.new)
+    }
+
+    /// The dashboard refused (or may have refused) `secret`: it is new no more.
+    fn refused_password(&self, secret: &Secret) {
+        let mut current = self.password.lock().unwrap_or_else(PoisonError::into_inner);
+        if current.secret == *secret {
+            current.new = false;
+        }
     }
 
     /// A token that is not due for renewal at `now`, logging in through `backend` first
@@ -101,13 +196,23 @@ impl ServiceAccount {
         if let Some(token) = self.usable(now).await? {
             return Ok(token);
         }
+        let (password, new) = self.password();
+        if !new {
+            self.not_backing_off().await?;
+        }
+        let ceiling = match new {
+            true => NEW_PASSWORD_CEILING,
+            false => RETRY_CEILING,
+        };
         let claimed = self.tokens.claim_login(upstreams.timeouts.login).await?;
         if !claimed {
             if let Some(token) = self.await_other_login(now).await? {
                 return Ok(token);
             }
         }
-        let fresh = self.log_in(upstreams, backend, now).await;
+        let fresh = self
+            .attempt(upstreams, backend, now, &password, ceiling)
+            .await;
         if claimed {
             if let Err(e) = self.tokens.release_login().await {
                 tracing::debug!(error = %e, "cannot release the login claim; it expires by itself");
@@ -117,6 +222,75 @@ impl ServiceAccount {
         let token = fresh.token.clone();
         self.tokens.store(fresh).await?;
         Ok(token)
+    }
+
+    /// `Err` while the logins back off after a refusal (on any gateway).
+    async fn not_backing_off(&self) -> Result<(), CredentialError> {
+        let now_ms = unix_now_ms();
+        let Some(until) = self.tokens.login_backoff(now_ms).await? else {
+            return Ok(());
+        };
+        self.metrics.upstream_login("deferred");
+        Err(CredentialError::BackingOff {
+            retry_in: Duration::from_millis(until.saturating_sub(now_ms)),
+        })
+    }
+
+    /// One login with `password`, reserved under `ceiling` in the dashboard's count first
+    /// and settled there with its outcome.
+    async fn attempt(
+        &self,
+        upstreams: &Upstreams,
+        backend: &Backend,
+        now: UnixTime,
+        password: &Secret,
+        ceiling: u32,
+    ) -> Result<UpstreamToken, CredentialError> {
+        let now_ms = unix_now_ms();
+        let hold_until = now_ms.saturating_add(millis(upstreams.timeouts.login + HOLD_MARGIN));
+        let reserved = self
+            .attempts
+            .reserve(&self.username, ceiling, now_ms, hold_until)
+            .await?;
+        let Some(hold) = reserved else {
+            self.metrics.upstream_login("withheld");
+            tracing::debug!(user = %self.username, "service account login withheld: the dashboard's count of failures is at the gateway's ceiling");
+            return Err(CredentialError::Withheld);
+        };
+        let result = self.log_in(upstreams, backend, now, password).await;
+        self.settle(&hold, &result, password).await?;
+        result
+    }
+
+    /// Records a login's outcome: a success clears the count and the backoff; a refusal,
+    /// or an answer that did not come (the dashboard may have counted it), is one more
+    /// failure and a longer wait; a login no password check saw counts for nothing.
+    async fn settle(
+        &self,
+        hold: &Hold,
+        result: &Result<UpstreamToken, CredentialError>,
+        password: &Secret,
+    ) -> Result<(), StateError> {
+        let user = &self.username;
+        match result {
+            Ok(_) => {
+                self.attempts.succeeded(user, hold, None).await?;
+                self.tokens.set_login_backoff(None).await
+            }
+            Err(CredentialError::Login(
+                LoginError::NotActive(_) | LoginError::Client(ClientError::Connect(_)),
+            )) => self.attempts.cancel(user, hold).await,
+            Err(_) => {
+                self.refused_password(password);
+                let failures = self.attempts.failed(user, hold).await?;
+                let wait = self.backoff.after(failures);
+                let until = unix_now_ms().saturating_add(millis(wait));
+                self.tokens.set_login_backoff(Some(until)).await?;
+                let left = RETRY_CEILING.saturating_sub(failures);
+                tracing::error!(user = %user, failures, next_attempt_in_s = wait.as_secs(), retries_left = left, "the service account's login failed: check upstream.username and upstream.password_file, then reload (SIGHUP); logins back off, and stop before the dashboard would disable the account");
+                Ok(())
+            }
+        }
     }
 
     /// Another gateway is logging in: its token is used once stored. `None`: it did not
@@ -169,8 +343,9 @@ impl ServiceAccount {
         upstreams: &Upstreams,
         backend: &Backend,
         now: UnixTime,
+        password: &Secret,
     ) -> Result<UpstreamToken, CredentialError> {
-        let result = self.try_log_in(upstreams, backend, now).await;
+        let result = self.try_log_in(upstreams, backend, now, password).await;
         match &result {
             Ok(_) => {
                 self.metrics.upstream_login("success");
@@ -178,7 +353,7 @@ impl ServiceAccount {
             }
             Err(CredentialError::Login(LoginError::Refused(_))) => {
                 self.metrics.upstream_login("refused");
-                tracing::error!(server = %backend.base, user = %self.username, "the dashboard refused the service account's credentials: check upstream.username and upstream.password_file");
+                tracing::error!(server = %backend.base, user = %self.username, "the dashboard refused the service account's credentials");
             }
             Err(e) => {
                 self.metrics.upstream_login("error");
@@ -193,8 +368,9 @@ impl ServiceAccount {
         upstreams: &Upstreams,
         backend: &Backend,
         now: UnixTime,
+        password: &Secret,
     ) -> Result<UpstreamToken, CredentialError> {
-        let password = String::from_utf8_lossy(self.password.expose());
+        let password = String::from_utf8_lossy(password.expose());
         let answer = login::log_in(
             upstreams,
             backend,
@@ -221,17 +397,26 @@ fn renew_at(token: &str, now: UnixTime) -> Option<UnixTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::MemoryUpstreamTokens;
+    use crate::state::{MemoryDashboardAttempts, MemoryUpstreamTokens};
     use base64::Engine;
 
     fn account() -> (ServiceAccount, Arc<MemoryUpstreamTokens>) {
         let tokens = Arc::new(MemoryUpstreamTokens::default());
         let metrics = Metrics::new(&prometheus::Registry::new()).unwrap();
+        let stores = AccountStores {
+            tokens: tokens.clone(),
+            attempts: Arc::new(MemoryDashboardAttempts::new(10)),
+        };
+        let backoff = LoginBackoff {
+            min: Duration::from_secs(10),
+            max: Duration::from_secs(600),
+        };
         let account = ServiceAccount::new(
             "clustergate".into(),
             Secret::new(b"pw".to_vec()),
             "application/vnd.ceph.api.v1.0+json".into(),
-            tokens.clone(),
+            stores,
+            backoff,
             metrics,
         );
         (account, tokens)
@@ -284,6 +469,25 @@ mod tests {
         }
         assert!(account.refused(&next, 1).await.unwrap());
         assert!(tokens.current(1).await.unwrap().is_none());
+    }
+
+    #[test]
+    fn a_password_is_new_until_refused_and_a_reload_that_changes_it_makes_it_new() {
+        let (account, _) = account();
+        let new = |account: &ServiceAccount| account.password().1;
+        assert!(new(&account), "at start");
+        assert!(RETRY_CEILING < NEW_PASSWORD_CEILING);
+        assert!(NEW_PASSWORD_CEILING < DASHBOARD_LOCKOUT_ATTEMPTS);
+        account.refused_password(&Secret::new(b"pw".to_vec()));
+        assert!(!new(&account));
+        // A reload that reads the same password changes nothing; another one is new.
+        account.set_password(Secret::new(b"pw".to_vec()));
+        assert!(!new(&account));
+        account.set_password(Secret::new(b"right".to_vec()));
+        assert!(new(&account));
+        // A refusal of the password it replaced does not touch the new one.
+        account.refused_password(&Secret::new(b"pw".to_vec()));
+        assert!(new(&account));
     }
 
     fn token_with(payload: &str) -> String {

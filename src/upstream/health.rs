@@ -11,7 +11,8 @@ use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 
 use super::credentials::ServiceAccount;
-use super::{release, Backend, BackendState, Upstreams};
+use super::release::{self, ReleaseError};
+use super::{Backend, BackendState, Upstreams};
 use crate::ceph_release::CephRelease;
 
 /// The health page (the dashboard's index.html) is a few kilobytes.
@@ -104,6 +105,11 @@ impl HealthChecker {
             }
             Err(e) => {
                 backend.set_release(None);
+                // A refused service login is logged once per login by the account.
+                if matches!(&e, ReleaseError::Credentials(c) if c.is_refusal()) {
+                    tracing::debug!(server = %backend.base, error = %e, "cannot learn the manager's Ceph release");
+                    return;
+                }
                 tracing::warn!(server = %backend.base, error = %e, "cannot learn the manager's Ceph release: the newest table applies until it can");
             }
         }

@@ -13,6 +13,8 @@ use super::{cli, free_ports, Dashboard, RunningGateway, User, BIN, TEST_SECRET};
 #[derive(Clone, Debug)]
 pub struct UpstreamSpec {
     pub servers: Vec<String>,
+    /// `upstream.username`.
+    pub username: String,
     pub password: String,
     /// Wait at start until `/readyz` says an active backend is known.
     pub wait_active: bool,
@@ -187,6 +189,7 @@ impl Gateway {
     pub fn upstream(mut self, dashboard: &Dashboard) -> Self {
         self.upstream = Some(UpstreamSpec {
             servers: dashboard.urls(),
+            username: "clustergate".into(),
             password: dashboard.service_password(),
             wait_active: true,
         });
@@ -199,6 +202,15 @@ impl Gateway {
         self = self.upstream(dashboard);
         if let Some(upstream) = &mut self.upstream {
             upstream.servers = servers;
+        }
+        self
+    }
+
+    /// The service account `username` with `password` (written to `upstream.pass`).
+    pub fn service_account(mut self, username: &str, password: &str) -> Self {
+        if let Some(upstream) = &mut self.upstream {
+            upstream.username = username.into();
+            upstream.password = password.into();
         }
         self
     }
@@ -309,10 +321,11 @@ impl Gateway {
         let servers: Vec<String> = upstream.servers.iter().map(|s| format!("{s:?}")).collect();
         // The binary's built-in scope table: a configuration file alone starts the gateway.
         format!(
-            "\n[upstream]\nservers = [{servers}]\nusername = \"clustergate\"\n\
+            "\n[upstream]\nservers = [{servers}]\nusername = {username:?}\n\
              password_file = \"upstream.pass\"\nhealth_interval_ms = 500\n{extra}\n\n\
              [access]\n{access}\n",
             servers = servers.join(", "),
+            username = upstream.username,
             extra = self.section_extras("upstream"),
             access = self.section_extras("access"),
         )

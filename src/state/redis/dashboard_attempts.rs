@@ -153,6 +153,15 @@ impl DashboardAttempts for RedisDashboardAttempts {
         self.redis.run_script(WHAT, &FAILED, key, &hold.0).await
     }
 
+    async fn cancel(&self, username: &str, hold: &Hold) -> Result<(), StateError> {
+        let cancel = redis::cmd("HDEL")
+            .arg(self.record(username))
+            .arg(format!("hold:{}", hold.0))
+            .clone();
+        self.redis.run::<i64>(WHAT, &cancel).await?;
+        Ok(())
+    }
+
     async fn succeeded(
         &self,
         username: &str,
