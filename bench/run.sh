@@ -241,6 +241,8 @@ tls = false
 state_dir = "state"
 threads = $CG_THREADS
 shutdown_grace_seconds = 1
+# every client connection (10,000 of them idle) comes from 127.0.0.1
+max_connections_per_ip = 0
 [metrics]
 listen = "127.0.0.1:$P_CG_METRICS"
 [auth]

@@ -22,7 +22,8 @@ impl TrustedProxies {
         TrustedProxies(nets)
     }
 
-    fn contains(&self, ip: IpAddr) -> bool {
+    /// Whether `ip` is one of the trusted proxies.
+    pub fn contains(&self, ip: IpAddr) -> bool {
         self.0.iter().any(|net| net.contains(&ip))
     }
 

@@ -51,6 +51,10 @@ impl From<BodyError> for GatewayError {
             BodyError::UnexpectedBody { method } => GatewayError::UnexpectedBody { method },
             BodyError::TooLarge { limit } => GatewayError::PayloadTooLarge { limit },
             BodyError::Timeout { millis } => GatewayError::BodyTimeout { millis },
+            BodyError::BudgetExhausted { .. } => GatewayError::Unavailable {
+                detail: "The gateway holds as many request bodies as it may; try again later."
+                    .into(),
+            },
             BodyError::Continue(kind) => {
                 GatewayError::bad_request(format!("Could not answer Expect: {kind}"))
             }
@@ -236,6 +240,11 @@ mod tests {
                 BodyError::Timeout { millis: 30 },
                 408,
                 "The request body did not arrive within 30 ms.",
+            ),
+            (
+                BodyError::BudgetExhausted { total: 1000 },
+                503,
+                "The gateway holds as many request bodies as it may; try again later.",
             ),
             (
                 BodyError::Unreadable("ReadError"),

@@ -255,6 +255,101 @@ fn the_grace_period_covers_the_prestop_wait_the_drain_and_the_shutdown_grace() {
     );
 }
 
+const MIB: u64 = 1024 * 1024;
+
+/// A Kubernetes quantity of bytes ("256Mi", "1Gi", "268435456").
+fn bytes_of(quantity: &str) -> u64 {
+    let units = [("Ki", 1024), ("Mi", MIB), ("Gi", 1024 * MIB)];
+    units
+        .iter()
+        .find_map(|(suffix, unit)| Some(quantity.strip_suffix(suffix)?.parse::<u64>().ok()? * unit))
+        .unwrap_or_else(|| quantity.parse().unwrap())
+}
+
+/// A Kubernetes quantity of CPUs ("2", "1500m"), whole cores rounded down (at least 1).
+fn cores_of(quantity: &str) -> u64 {
+    let millis = match quantity.strip_suffix('m') {
+        Some(m) => m.parse::<u64>().unwrap(),
+        None => quantity.parse::<u64>().unwrap() * 1000,
+    };
+    (millis / 1000).max(1)
+}
+
+/// An integer setting of `section`, or its default (the README's configuration table).
+fn setting(config: &toml::Table, section: &str, key: &str, default: u64) -> u64 {
+    config
+        .get(section)
+        .and_then(|s| s.get(key))
+        .map_or(default, |v| v.as_integer().unwrap() as u64)
+}
+
+/// What a gateway configured by `config` may hold at most, in a container limited to
+/// `limit` bytes and `cores` CPUs: every bound its configuration sets, added up.
+fn worst_case_memory(config: &toml::Table, limit: u64, cores: u64) -> u64 {
+    // Measured (README, Benchmarks): 16 MB resident idle, 63 MB with 10,000 connections.
+    const PROCESS: u64 = 64 * MIB;
+    // The block of one argon2id password hash (users::password: 19 MiB).
+    const HASH: u64 = 19 * MIB;
+    // An answer read whole to take dashboard tokens out (token_redaction).
+    const REDACTED_ANSWER: u64 = 4 * MIB;
+    let max_body = setting(config, "upstream", "max_body_bytes", 10 * MIB);
+    // server.body_budget_bytes, else derived as edge::body_budget does: a quarter of
+    // the memory limit, never less than the largest body.
+    let bodies = setting(
+        config,
+        "server",
+        "body_budget_bytes",
+        (limit / 4).max(max_body),
+    );
+    let cache_on = config
+        .get("answer_cache")
+        .and_then(|s| s.get("enabled"))
+        .is_none_or(|v| v.as_bool().unwrap());
+    let cache = if cache_on {
+        setting(config, "answer_cache", "max_bytes", 64 * MIB)
+    } else {
+        0
+    };
+    let answer = setting(config, "answer_cache", "max_answer_bytes", 8 * MIB);
+    let in_flight = setting(config, "upstream", "max_in_flight", 8);
+    let hashes = setting(config, "auth", "max_concurrent_hashes", (cores / 2).max(1));
+    PROCESS + bodies + cache + in_flight * (answer + REDACTED_ANSWER) + hashes * HASH
+}
+
+/// The pod's memory limit holds everything each ConfigMap's configuration lets the gateway
+/// hold at once: request bodies (`server.body_budget_bytes`), kept answers, answers in
+/// flight, password hashes, and the process with many connections (capped per address).
+/// Past it the kernel kills the gateway (issue 33: 21 open requests did, before bodies
+/// had a budget).
+#[test]
+fn the_memory_limit_holds_the_worst_case_of_the_configured_bounds() {
+    let resources = &container()["resources"];
+    let limit = bytes_of(resources["limits"]["memory"].as_str().unwrap());
+    let cores = cores_of(resources["limits"]["cpu"].as_str().unwrap());
+    for configmap in ["configmap.yaml", "rook/configmap.yaml"] {
+        let config = config_of(&kubernetes_dir().join(configmap));
+        let per_address = setting(&config, "server", "max_connections_per_ip", 64);
+        assert!(
+            per_address > 0,
+            "{configmap}: connections per address uncapped"
+        );
+        let worst = worst_case_memory(&config, limit, cores);
+        assert!(
+            worst <= limit,
+            "{configmap}: the configured bounds add up to {} MiB, over the pod's limit of {} MiB",
+            worst / MIB,
+            limit / MIB
+        );
+    }
+    // What the sum counts: a budget of bodies that took all memory would be seen.
+    let mut unbounded = config_of(&kubernetes_dir().join("configmap.yaml"));
+    unbounded["server"].as_table_mut().unwrap().insert(
+        "body_budget_bytes".into(),
+        toml::Value::Integer(limit as i64),
+    );
+    assert!(worst_case_memory(&unbounded, limit, cores) > limit);
+}
+
 /// The pod's user and group (deployment.yaml: runAsUser, runAsGroup, fsGroup).
 const POD_UID: u32 = 65532;
 

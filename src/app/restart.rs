@@ -70,6 +70,7 @@ impl Changed {
             drain,
             public_url,
             clients,
+            body_budget,
             trusted_proxies,
         } = a;
         self.key("server.listen", *listen != b.listen);
@@ -85,6 +86,7 @@ impl Changed {
         self.key("server.drain_seconds", *drain != b.drain);
         self.key("server.public_url", *public_url != b.public_url);
         self.key("server (client limits)", *clients != b.clients);
+        self.key("server.body_budget_bytes", *body_budget != b.body_budget);
         self.key(
             "server.trusted_proxies",
             *trusted_proxies != b.trusted_proxies,
@@ -180,6 +182,7 @@ impl Changed {
             docs_refresh,
             timeouts,
             max_body_bytes,
+            max_open_body_bytes,
             in_flight,
             login_backoff,
         } = a;
@@ -203,8 +206,8 @@ impl Changed {
             *timeouts != b.timeouts,
         );
         self.key(
-            "upstream.max_body_bytes",
-            *max_body_bytes != b.max_body_bytes,
+            "upstream.max_body_bytes, upstream.max_open_body_bytes",
+            (max_body_bytes, max_open_body_bytes) != (&b.max_body_bytes, &b.max_open_body_bytes),
         );
         self.key(
             "upstream.max_in_flight, upstream.max_queued, upstream.queue_timeout_ms",

@@ -25,11 +25,12 @@ use super::reload::{Live, Reloader};
 use super::upgrade::{self, Invocation, SelfUpgrade};
 use crate::access::Admission;
 use crate::answer_cache::AnswerCache;
-use crate::auth::{Auth, DashboardAccounts, RefusalFloor};
+use crate::auth::{self, Auth, DashboardAccounts, RefusalFloor};
 use crate::config::{
     Config, OidcConfig, ServerConfig, TlsMode, UpstreamConfig, UpstreamIdentity, UpstreamTrust,
 };
 use crate::docs::Docs;
+use crate::edge::body_budget::{self, BodyBudget};
 use crate::edge::connections::ClientConnections;
 use crate::edge::listen_table::ListenTable;
 use crate::errors::GatewayError;
@@ -268,6 +269,7 @@ fn build(
         access_log: AccessLog::new(log.format, logs.writer.clone(), logs.ansi),
         audit: audit.clone(),
         body_timeout: server_config.clients.body_timeout,
+        body_budget: request_body_budget(&server_config, upstreams.max_body_bytes, &metrics),
         answer_cache: AnswerCache::new(answer_cache, metrics.answer_cache.clone()),
     };
     server.add_service(proxy_service(
@@ -341,6 +343,22 @@ fn certificate(tls: &TlsMode, state_dir: &Path) -> Result<Option<Arc<CertifiedKe
 }
 
 /// The gateway's service, listening on `listen` (opened in pingora's table).
+/// The request body budget: `server.body_budget_bytes`, or derived from the memory limit
+/// and the largest body a request may send (`edge::body_budget`).
+fn request_body_budget(
+    config: &ServerConfig,
+    largest_forwarded: usize,
+    metrics: &Metrics,
+) -> BodyBudget {
+    let largest = largest_forwarded.max(auth::BODY_LIMIT);
+    let total = config
+        .body_budget
+        .unwrap_or_else(|| body_budget::derived_total(body_budget::memory_limit(), largest));
+    let configured = config.body_budget.is_some();
+    tracing::info!(bytes = total, configured, "request body budget");
+    BodyBudget::new(total, metrics.bodies.clone())
+}
+
 fn proxy_service(
     server: &Server,
     gateway: Gateway,
@@ -361,6 +379,7 @@ fn proxy_service(
             proxy,
             |refusal, request_id| GatewayError::from(refusal).answer(request_id),
             config.clients.clone(),
+            config.trusted_proxies.clone(),
             metrics,
             tls_on,
         ),

@@ -39,6 +39,7 @@ pub(super) struct ServerSection {
     pub body_timeout_ms: u64,
     pub keepalive_timeout_s: u64,
     pub max_connections_per_ip: usize,
+    pub body_budget_bytes: Option<usize>,
     pub trusted_proxies: Vec<String>,
 }
 
@@ -60,7 +61,10 @@ impl Default for ServerSection {
             header_timeout_ms: 10_000,
             body_timeout_ms: 30_000,
             keepalive_timeout_s: 60,
-            max_connections_per_ip: 0,
+            // A browser opens at most 6 HTTP/1 connections to a host (1 over HTTP/2): room
+            // for several behind one address, and a bound on what one address holds.
+            max_connections_per_ip: 64,
+            body_budget_bytes: None,
             trusted_proxies: Vec::new(),
         }
     }
@@ -155,6 +159,7 @@ pub(super) struct UpstreamSection {
     pub connect_timeout_ms: u64,
     pub read_timeout_ms: u64,
     pub max_body_bytes: usize,
+    pub max_open_body_bytes: usize,
     pub max_in_flight: usize,
     pub max_queued: usize,
     pub queue_timeout_ms: u64,
@@ -178,6 +183,9 @@ impl Default for UpstreamSection {
             connect_timeout_ms: 2000,
             read_timeout_ms: 450_000,
             max_body_bytes: 10 * 1024 * 1024,
+            // What the web UI posts without a token, `{url, message, stack}` to
+            // /ui-api/logging/js-error, is a few KB: Firefox keeps up to 128 stack frames.
+            max_open_body_bytes: 16 * 1024,
             // The dashboard's CherryPy serves with 10 threads (CherryPy's default
             // `server.thread_pool`; the dashboard does not set it): 2 stay free for the
             // gateways' health checks and service logins, and for direct clients.

@@ -132,6 +132,9 @@ impl Config {
                 "\"dashboard\" needs the dashboards to check passwords: add [upstream] with servers (or use source = \"local\")",
             );
         }
+        if let (Some((server, _)), Some(Some(upstream))) = (&listeners, &upstream) {
+            check_body_budget(&mut errors, source, server, upstream);
+        }
         let access = access::validate(&mut errors, &at, file.access, upstream.is_some());
         let sees_user = auth.source == AuthSource::Dashboard
             || matches!(&upstream, Some(Some(u)) if u.identity == UpstreamIdentity::User);
@@ -168,6 +171,29 @@ impl Config {
             log,
             answer_cache,
         })
+    }
+}
+
+/// A configured body budget must hold the largest forwarded body, or that body could never
+/// be read.
+fn check_body_budget(
+    errors: &mut ConfigErrors,
+    source: &Path,
+    server: &ServerConfig,
+    upstream: &UpstreamConfig,
+) {
+    if server
+        .body_budget
+        .is_some_and(|budget| budget < upstream.max_body_bytes)
+    {
+        errors.push(
+            source,
+            "server.body_budget_bytes",
+            format!(
+                "must be at least upstream.max_body_bytes ({}): a body that large could never be read; raise it, or remove it to derive it from the memory limit",
+                upstream.max_body_bytes
+            ),
+        );
     }
 }
 

@@ -34,6 +34,10 @@ pub struct ServerConfig {
     /// The gateway's address as clients see it (for the docs' `servers`); `None`: "/".
     pub public_url: Option<String>,
     pub clients: ClientLimits,
+    /// Bytes of request bodies held at once, all requests together
+    /// (`server.body_budget_bytes`); `None`: derived at start from the memory the process
+    /// is given (`edge::body_budget`).
+    pub body_budget: Option<usize>,
     /// Peers whose `X-Forwarded-For` names the client.
     pub trusted_proxies: TrustedProxies,
 }
@@ -53,13 +57,16 @@ pub struct ClientLimits {
     pub body_timeout: Duration,
     /// An idle keep-alive connection is closed after this.
     pub keepalive_timeout: Duration,
-    /// Open connections per client address (IPv6: per /64); `None`: no cap.
+    /// Open connections per client address (IPv6: per /64); `None`: no cap. Connections
+    /// from `server.trusted_proxies` are not counted: they carry many clients.
     pub max_connections_per_ip: Option<usize>,
 }
 
 /// pingora's HTTP/1 parser reads request heads up to 1 MiB and 256 header lines.
 const PINGORA_MAX_HEADER_BYTES: usize = 1_048_575;
 const PINGORA_MAX_HEADER_COUNT: usize = 256;
+/// The auth endpoints read bodies of up to 64 KiB (`auth::BODY_LIMIT`).
+const MIN_BODY_BUDGET: usize = 64 * 1024;
 
 #[derive(Debug, Clone)]
 pub enum TlsMode {
@@ -125,6 +132,7 @@ pub(super) fn validate(
         }
     }
     let clients = client_limits(errors, f, &server);
+    let body_budget = body_budget(errors, f, server.body_budget_bytes);
     let trusted_proxies = trusted_proxies(errors, f, &server.trusted_proxies);
     let server = ServerConfig {
         listen: listen?,
@@ -136,6 +144,7 @@ pub(super) fn validate(
         drain: drain?,
         public_url: server.public_url,
         clients: clients?,
+        body_budget: body_budget?,
         trusted_proxies,
     };
     let metrics = MetricsConfig {
@@ -194,6 +203,26 @@ fn client_limits(
         max_connections_per_ip: (server.max_connections_per_ip > 0)
             .then_some(server.max_connections_per_ip),
     })
+}
+
+/// `server.body_budget_bytes`: at least the largest body the auth endpoints take (the
+/// forwarded bodies' limit is checked against it with `[upstream]`). `Some(None)`: derived.
+fn body_budget(
+    errors: &mut ConfigErrors,
+    f: &std::path::Path,
+    bytes: Option<usize>,
+) -> Option<Option<usize>> {
+    match bytes {
+        Some(n) if n < MIN_BODY_BUDGET => {
+            errors.push(
+                f,
+                "server.body_budget_bytes",
+                format!("must be at least {MIN_BODY_BUDGET} (the auth endpoints' largest body), or removed to derive it from the memory limit"),
+            );
+            None
+        }
+        _ => Some(bytes),
+    }
 }
 
 /// The number of cores, as pingora and the password hasher size themselves by it.

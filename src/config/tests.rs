@@ -598,11 +598,61 @@ fn client_limits_have_documented_defaults() {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(60),
-            max_connections_per_ip: None,
+            max_connections_per_ip: Some(64),
         }
     );
     let c = parse("[server]\nmax_connections_per_ip = 50\n", d.path()).unwrap();
     assert_eq!(c.server.clients.max_connections_per_ip, Some(50));
+    let c = parse("[server]\nmax_connections_per_ip = 0\n", d.path()).unwrap();
+    assert_eq!(c.server.clients.max_connections_per_ip, None, "0: no cap");
+}
+
+#[test]
+fn bodies_without_a_token_are_small_and_the_budget_is_derived_unless_set() {
+    let d = dir();
+    let c = parse(&with_upstream(d.path(), ""), d.path()).unwrap();
+    let upstream = c.upstream.unwrap();
+    assert_eq!(upstream.max_body_bytes, 10 * 1024 * 1024);
+    assert_eq!(upstream.max_open_body_bytes, 16 * 1024);
+    assert_eq!(c.server.body_budget, None, "derived at start");
+    let text = format!(
+        "[server]\nbody_budget_bytes = 33554432\n{}",
+        with_upstream(d.path(), "max_open_body_bytes = 4096\n")
+    );
+    let c = parse(&text, d.path()).unwrap();
+    assert_eq!(c.server.body_budget, Some(32 * 1024 * 1024));
+    assert_eq!(c.upstream.unwrap().max_open_body_bytes, 4096);
+    // Never more than a token holder may send.
+    let text = with_upstream(d.path(), "max_body_bytes = 1000\n");
+    let c = parse(&text, d.path()).unwrap();
+    assert_eq!(c.upstream.unwrap().max_open_body_bytes, 1000);
+}
+
+#[test]
+fn body_limits_and_the_budget_are_checked_against_each_other() {
+    let d = dir();
+    for (server, upstream, key) in [
+        ("body_budget_bytes = 1000", "", "server.body_budget_bytes"),
+        (
+            "body_budget_bytes = 1048576",
+            "",
+            "server.body_budget_bytes",
+        ),
+        (
+            "",
+            "max_open_body_bytes = 0",
+            "upstream.max_open_body_bytes",
+        ),
+    ] {
+        let text = format!(
+            "[server]\n{server}\n{}",
+            with_upstream(d.path(), &format!("{upstream}\n"))
+        );
+        let e = parse(&text, d.path()).unwrap_err();
+        assert!(e.mentions(key), "{server} {upstream}: {e}");
+    }
+    // Without [upstream], only the auth endpoints' bodies need room.
+    assert!(parse("[server]\nbody_budget_bytes = 65536\n", d.path()).is_ok());
 }
 
 #[test]

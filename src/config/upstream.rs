@@ -25,6 +25,9 @@ pub struct UpstreamConfig {
     pub docs_refresh: Duration,
     pub timeouts: Timeouts,
     pub max_body_bytes: usize,
+    /// The body limit of operations served without a token (`access.open_operations`):
+    /// what anyone may make the gateway hold; at most `max_body_bytes`.
+    pub max_open_body_bytes: usize,
     pub in_flight: InFlightLimits,
     pub login_backoff: LoginBackoff,
 }
@@ -199,6 +202,8 @@ pub(super) fn validate(
             Duration::from_millis(u.read_timeout_ms),
         ),
         max_body_bytes: u.max_body_bytes,
+        // Never more than a token holder may send.
+        max_open_body_bytes: u.max_open_body_bytes.min(u.max_body_bytes),
         in_flight: InFlightLimits {
             max: u.max_in_flight,
             queued: u.max_queued,
@@ -254,6 +259,13 @@ fn check_values(errors: &mut ConfigErrors, at: &Source<'_>, u: &UpstreamSection)
     }
     if u.max_body_bytes == 0 {
         errors.push(f, "upstream.max_body_bytes", "must be > 0");
+    }
+    if u.max_open_body_bytes == 0 {
+        errors.push(
+            f,
+            "upstream.max_open_body_bytes",
+            "must be > 0 (the web UI's error reports without a token are a few KB: 16384)",
+        );
     }
     if !(1..=10_000).contains(&u.max_in_flight) {
         errors.push(

@@ -1,6 +1,7 @@
 //! Client connections up to a parsed request: each HTTP/1 request head is read here,
 //! bounded in size, in header lines and in time, before pingora parses it; idle keep-alive
-//! connections wait in a small future; and connections per client address are capped.
+//! connections wait in a small future; and connections per client address are capped
+//! (but for those of `server.trusted_proxies`, each carrying many clients).
 //!
 //! pingora reads request heads of up to 1 MiB with no time bound of its own, so a slow or
 //! oversized head would pin memory for as long as the client likes. Reading the head here
@@ -12,6 +13,7 @@
 
 use std::cell::RefCell;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -27,7 +29,7 @@ use pingora::server::ShutdownWatch;
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::time::Instant;
 
-use crate::client_addr::ClientNet;
+use crate::client_addr::{ClientNet, TrustedProxies};
 use crate::config::ClientLimits;
 use crate::edge::respond::{self, LocalResponse};
 use crate::observe::metrics::{ConnectionRefusal, Metrics};
@@ -78,13 +80,14 @@ impl<A> ClientConnections<A> {
         app: A,
         answer: RefusalAnswer,
         limits: ClientLimits,
+        trusted_proxies: TrustedProxies,
         metrics: Arc<Metrics>,
         tls: bool,
     ) -> Self {
         ClientConnections {
             app: Arc::new(app),
             answer,
-            per_address: ConnectionsPerAddress::new(limits.max_connections_per_ip),
+            per_address: ConnectionsPerAddress::new(limits.max_connections_per_ip, trusted_proxies),
             limits,
             metrics,
             tls,
@@ -118,8 +121,8 @@ where
         mut stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
-        let address = client_address(&stream);
-        let Some(_slot) = self.per_address.enter(address) else {
+        let peer = peer_ip(&stream);
+        let Some(_slot) = self.per_address.enter(peer) else {
             let limit = self.limits.max_connections_per_ip.unwrap_or_default();
             let refused = ConnectionError::TooManyConnections { limit };
             if matches!(stream.selected_alpn_proto(), None | Some(ALPN::H1)) {
@@ -309,16 +312,18 @@ fn poll_read(stream: &mut Stream, cx: &mut Context<'_>) -> Poll<io::Result<Bytes
     })
 }
 
-/// The client's address as the connection cap counts it (IPv6 clients by their /64).
-fn client_address(stream: &Stream) -> Option<ClientNet> {
-    let ip = stream.get_socket_digest()?.peer_addr()?.as_inet()?.ip();
-    Some(ClientNet::of(ip))
+/// The connection's TCP peer.
+fn peer_ip(stream: &Stream) -> Option<IpAddr> {
+    Some(stream.get_socket_digest()?.peer_addr()?.as_inet()?.ip())
 }
 
-/// Open connections per client address, when capped. Entries live only while their
-/// address holds a connection, so the table is bounded by the open connections.
+/// Open connections per client address (IPv6 clients by their /64), when capped. Entries
+/// live only while their address holds a connection, so the table is bounded by the open
+/// connections. A trusted proxy's connections are not counted: every client behind it
+/// shares its address, and the cap would refuse them all together.
 struct ConnectionsPerAddress {
     cap: Option<usize>,
+    uncounted: TrustedProxies,
     open: Arc<DashMap<ClientNet, usize>>,
 }
 
@@ -329,19 +334,24 @@ struct Slot {
 }
 
 impl ConnectionsPerAddress {
-    fn new(cap: Option<usize>) -> Self {
+    fn new(cap: Option<usize>, uncounted: TrustedProxies) -> Self {
         ConnectionsPerAddress {
             cap,
+            uncounted,
             open: Arc::new(DashMap::new()),
         }
     }
 
-    /// A place for one more connection from `address`; `None` when it holds the cap.
-    /// Without a cap, or an address, nothing is counted.
-    fn enter(&self, address: Option<ClientNet>) -> Option<Option<Slot>> {
-        let (Some(cap), Some(address)) = (self.cap, address) else {
+    /// A place for one more connection from `peer`; `None` when its address holds the
+    /// cap. Without a cap, or an address, or from a trusted proxy, nothing is counted.
+    fn enter(&self, peer: Option<IpAddr>) -> Option<Option<Slot>> {
+        let (Some(cap), Some(peer)) = (self.cap, peer.map(|ip| ip.to_canonical())) else {
             return Some(None);
         };
+        if self.uncounted.contains(peer) {
+            return Some(None);
+        }
+        let address = ClientNet::of(peer);
         let mut count = self.open.entry(address).or_insert(0);
         if *count >= cap {
             return None;
@@ -489,9 +499,9 @@ mod tests {
 
     #[test]
     fn connections_per_address_are_capped_and_freed() {
-        let per = ConnectionsPerAddress::new(Some(2));
-        let a = ClientNet::of("192.0.2.1".parse().unwrap());
-        let b = ClientNet::of("192.0.2.2".parse().unwrap());
+        let per = ConnectionsPerAddress::new(Some(2), TrustedProxies::default());
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
         let first = per.enter(Some(a)).unwrap();
         let second = per.enter(Some(a)).unwrap();
         assert!(per.enter(Some(a)).is_none(), "a third from a is refused");
@@ -499,16 +509,39 @@ mod tests {
         drop(first);
         assert!(per.enter(Some(a)).is_some(), "a closed one frees a place");
         drop(second);
-        assert!(per.open.get(&a).is_none_or(|c| *c <= 1));
+        assert!(per.open.get(&ClientNet::of(a)).is_none_or(|c| *c <= 1));
     }
 
     #[test]
     fn without_a_cap_nothing_is_counted() {
-        let per = ConnectionsPerAddress::new(None);
-        let a = ClientNet::of("192.0.2.1".parse().unwrap());
+        let per = ConnectionsPerAddress::new(None, TrustedProxies::default());
+        let a = "192.0.2.1".parse().ok();
         for _ in 0..10 {
-            assert!(per.enter(Some(a)).unwrap().is_none());
+            assert!(per.enter(a).unwrap().is_none());
         }
         assert!(per.open.is_empty());
+    }
+
+    #[test]
+    fn a_trusted_proxys_connections_are_not_counted_its_neighbours_are() {
+        let proxies = TrustedProxies::new(vec!["10.0.0.5/32".parse().unwrap()]);
+        let per = ConnectionsPerAddress::new(Some(1), proxies);
+        let proxy = "10.0.0.5".parse().ok();
+        let mapped = "::ffff:10.0.0.5".parse().ok();
+        let held: Vec<_> = (0..10).map(|_| per.enter(proxy).unwrap()).collect();
+        assert!(
+            held.iter().all(Option::is_none),
+            "nothing counted for the proxy"
+        );
+        assert!(
+            per.enter(mapped).unwrap().is_none(),
+            "nor its IPv4-mapped spelling"
+        );
+        let neighbour = "10.0.0.6".parse().ok();
+        let _one = per.enter(neighbour).unwrap();
+        assert!(
+            per.enter(neighbour).is_none(),
+            "another address keeps its cap"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! What the gateway measures. The admin listener (`admin`) serves it.
 
 mod answer_cache;
+mod bodies;
 mod children;
 mod deployment;
 mod labels;
@@ -20,6 +21,7 @@ use crate::state::StoreHealth;
 use children::Children;
 
 pub use answer_cache::{AnswerCacheMetrics, CacheResult};
+pub use bodies::BodyMetrics;
 pub use deployment::DeploymentMetrics;
 use labels::{method_index, status_label, METHOD_LABELS};
 pub use labels::{ConnectionRefusal, LoginResult, TokenCheckResult};
@@ -74,6 +76,8 @@ pub struct Metrics {
     /// Single sign-on: the provider's keys and tokens.
     pub oidc: OidcMetrics,
     pub answer_cache: AnswerCacheMetrics,
+    /// The request body budget.
+    pub bodies: BodyMetrics,
 }
 
 impl Metrics {
@@ -271,6 +275,7 @@ impl Metrics {
             oidc: OidcMetrics::new(registry)?,
             logs: LogMetrics::new(registry)?,
             answer_cache: AnswerCacheMetrics::new(registry)?,
+            bodies: BodyMetrics::new(registry)?,
         }))
     }
 

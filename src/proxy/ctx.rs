@@ -4,12 +4,12 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use pingora::proxy::Session;
 
 use crate::access::{Admission, OperationId};
 use crate::answer_cache::Capture;
 use crate::auth::AuthSubject;
+use crate::edge::request::HeldBody;
 use crate::forward::Forward;
 use crate::observe::access_log::{self, Served};
 use crate::routes::Route;
@@ -27,8 +27,9 @@ pub struct RequestCtx {
     /// Set when admitted: the upstream hooks run only then.
     pub(super) forward: Option<Forward>,
     pub(super) attempt: Attempt,
-    /// A forwarded request's body, read whole before a dashboard connection was taken.
-    pub(super) body: Option<Bytes>,
+    /// A forwarded request's body, read whole before a dashboard connection was taken,
+    /// and its bytes in the body budget.
+    pub(super) body: Option<HeldBody>,
     /// The dashboard place this request holds (`upstream::in_flight`), from the try's
     /// connection to the end of its answer.
     pub(super) place: Option<Place>,

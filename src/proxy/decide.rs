@@ -96,8 +96,8 @@ impl Gateway {
         let forward = admitted?;
         ctx.subject.of_user(forward.user.as_deref());
         forward::settle_connection_header(session.req_header_mut())?;
-        let limits = self.body_limits(self.upstreams.max_body_bytes);
-        ctx.body = request::read_forwarded_body(session, limits).await?;
+        let limits = self.body_limits(self.forwarded_body_limit(&forward));
+        ctx.body = request::read_forwarded_body(session, limits, &self.body_budget).await?;
         Ok(forward)
     }
 
@@ -123,6 +123,15 @@ impl Gateway {
     /// The table and the system roles that apply now (see [`release_in_effect`]).
     fn release_now(&self, admission: &Admission) -> (TableChoice, RoleEdition) {
         release_in_effect(admission, self.upstreams.active_release().flatten())
+    }
+
+    /// What a forwarded body may be: small for the operations served without a token
+    /// (anyone may send them), `upstream.max_body_bytes` for a token holder's.
+    fn forwarded_body_limit(&self, forward: &Forward) -> usize {
+        match forward.user {
+            None => self.upstreams.max_open_body_bytes,
+            Some(_) => self.upstreams.max_body_bytes,
+        }
     }
 
     /// Up to `bytes` of a request body, within `server.body_timeout_ms`.
@@ -159,9 +168,10 @@ impl Gateway {
         ctx: &mut RequestCtx,
         path: &str,
     ) -> Result<LocalResponse, GatewayError> {
-        let body = request::read_body(session, self.body_limits(auth::BODY_LIMIT)).await?;
+        let limits = self.body_limits(auth::BODY_LIMIT);
+        let body = request::read_body(session, limits, &self.body_budget).await?;
         let (_, edition) = self.release_now(&self.admission.load());
-        let req = AuthRequest::of(session.req_header(), body, ctx.client, edition);
+        let req = AuthRequest::of(session.req_header(), body.bytes, ctx.client, edition);
         let method = &session.req_header().method;
         self.auth
             .sso(method, path, &req, unix_now(), &mut ctx.subject)
@@ -179,9 +189,10 @@ impl Gateway {
         if session.req_header().method != http::Method::POST {
             return Err(GatewayError::MethodNotAllowed { allow: "POST" });
         }
-        let body = request::read_body(session, self.body_limits(auth::BODY_LIMIT)).await?;
+        let limits = self.body_limits(auth::BODY_LIMIT);
+        let body = request::read_body(session, limits, &self.body_budget).await?;
         let (_, edition) = self.release_now(&self.admission.load());
-        let req = AuthRequest::of(session.req_header(), body, ctx.client, edition);
+        let req = AuthRequest::of(session.req_header(), body.bytes, ctx.client, edition);
         let serving = self.readiness.check().is_ok();
         self.auth
             .answer(ctx.route, &req, unix_now_ms(), serving, &mut ctx.subject)

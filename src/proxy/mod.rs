@@ -40,6 +40,7 @@ use crate::answer_cache::AnswerCache;
 use crate::auth::Auth;
 use crate::client_addr::TrustedProxies;
 use crate::docs::Docs;
+use crate::edge::body_budget::BodyBudget;
 use crate::edge::request;
 use crate::edge::respond;
 use crate::errors::GatewayError;
@@ -78,6 +79,8 @@ pub struct Gateway {
     pub audit: Arc<Audit>,
     /// `server.body_timeout_ms`: every request body the gateway reads.
     pub body_timeout: Duration,
+    /// What all the request bodies held at once may take (`server.body_budget_bytes`).
+    pub body_budget: BodyBudget,
     /// Answers of the polled operations, shared and kept a moment.
     pub answer_cache: Arc<AnswerCache>,
 }
@@ -154,7 +157,7 @@ impl ProxyHttp for Gateway {
         let host = backend.host_header();
         forward::rewrite_request(upstream_request, forward, host, token.as_deref(), client)?;
         if let Some(body) = &ctx.body {
-            forward::set_body_length(upstream_request, body.len());
+            forward::set_body_length(upstream_request, body.bytes.len());
         }
         cached::prepare_upstream(ctx, upstream_request);
         match forward.user_token.is_some() {

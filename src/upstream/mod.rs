@@ -120,6 +120,8 @@ pub struct Upstreams {
     pub timeouts: Timeouts,
     pub health_path: String,
     pub max_body_bytes: usize,
+    /// The body limit of operations served without a token.
+    pub max_open_body_bytes: usize,
     /// Each backend's places (`upstream.max_in_flight`, the queue and its wait).
     in_flight: InFlightLimits,
     pub client: Client,
@@ -181,6 +183,7 @@ impl Upstreams {
             timeouts: config.timeouts,
             health_path: config.health_path.clone(),
             max_body_bytes: config.max_body_bytes,
+            max_open_body_bytes: config.max_open_body_bytes,
             in_flight: config.in_flight,
             client: Client::new(),
         })
@@ -198,6 +201,7 @@ impl Upstreams {
             timeouts: Timeouts::derive(Duration::ZERO, Duration::ZERO),
             health_path: String::new(),
             max_body_bytes: 0,
+            max_open_body_bytes: 0,
             in_flight: InFlightLimits {
                 max: 1,
                 queued: 0,

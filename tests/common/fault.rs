@@ -1,6 +1,7 @@
 //! A TCP relay in front of a real dashboard that resets the connection when a request
 //! starts with a given line: the dashboard failing mid-request, as a manager does when its
-//! process dies, without imitating any of its answers.
+//! process dies, without imitating any of its answers. Or, stalling, that request never
+//! reaches the dashboard and is never answered: a dashboard operation that takes long.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -8,9 +9,18 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 
+/// What becomes of a request with the marked line.
+#[derive(Clone, Copy)]
+pub enum Fault {
+    /// Its connection is reset (RST).
+    Reset,
+    /// It is not sent on, and the connection stays open, unanswered.
+    Stall,
+}
+
 pub struct ResettingRelay {
     pub addr: SocketAddr,
-    /// Connections reset so far.
+    /// Connections reset (or stalled) so far.
     pub resets: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
@@ -19,6 +29,11 @@ impl ResettingRelay {
     /// Relays 127.0.0.1:<free port> to `backend`; a request whose bytes contain
     /// `request_line` gets its connection reset (RST) instead of an answer.
     pub fn start(backend: SocketAddr, request_line: &str) -> Self {
+        Self::start_with(backend, request_line, Fault::Reset)
+    }
+
+    /// Relays to `backend`; a request whose bytes contain `request_line` meets `fault`.
+    pub fn start_with(backend: SocketAddr, request_line: &str, fault: Fault) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let resets = Arc::new(AtomicUsize::new(0));
@@ -31,7 +46,7 @@ impl ResettingRelay {
                 }
                 let Ok(client) = client else { continue };
                 let (marker, counter) = (marker.clone(), counter.clone());
-                thread::spawn(move || relay(client, backend, &marker, &counter));
+                thread::spawn(move || relay(client, backend, &marker, &counter, fault));
             }
         });
         ResettingRelay { addr, resets, stop }
@@ -50,7 +65,7 @@ impl Drop for ResettingRelay {
     }
 }
 
-fn relay(client: TcpStream, backend: SocketAddr, marker: &str, resets: &AtomicUsize) {
+fn relay(client: TcpStream, backend: SocketAddr, marker: &str, resets: &AtomicUsize, fault: Fault) {
     let Ok(server) = TcpStream::connect(backend) else {
         return;
     };
@@ -72,6 +87,10 @@ fn relay(client: TcpStream, backend: SocketAddr, marker: &str, resets: &AtomicUs
             .any(|w| w == marker.as_bytes())
         {
             resets.fetch_add(1, Ordering::Relaxed);
+            if let Fault::Stall = fault {
+                // Held open until the client gives up: what it sends is dropped.
+                while matches!(from_client.read(&mut buf), Ok(n) if n > 0) {}
+            }
             // SO_LINGER 0: closing sends RST, not FIN.
             let _ = socket_linger_zero(&from_client);
             let _ = to_server.shutdown(Shutdown::Both);
