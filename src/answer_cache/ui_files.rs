@@ -244,7 +244,7 @@ mod tests {
         assert_eq!(list("en-US,en;q=0.9").as_deref(), Some("en-us,en"));
         assert_eq!(list("").as_deref(), Some(""));
         // Past ten tags the dashboard reads no further (not even a malformed one).
-        let many = format!("{}, b@d", vec!["aa"; 10].join(","));
+        let many = format!("{}, b@d", ["aa"; 10].join(","));
         assert_eq!(list(&many).as_deref(), Some("aa"));
         // What the dashboard refuses (400) is not kept.
         for malformed in [
