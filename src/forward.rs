@@ -104,6 +104,30 @@ const REPLACED: [HeaderName; 7] = [
     HeaderName::from_static("x-real-ip"),
 ];
 
+/// Headers a dashboard in its own single sign-on mode takes as who is asking, unsigned:
+/// 20.2's OAuth2 mode reads the token from `X-Access-Token` (`services/auth/oauth2.py`
+/// `get_token`, only its payload decoded); a newer variant of that code in Ceph's source
+/// takes the identity oauth2-proxy hands on instead (`X-User`, `X-Email`,
+/// `X-User-Groups`, and the `X-Forwarded-*` / `X-Auth-Request-*` forms oauth2-proxy can
+/// send). Behind the gateway
+/// the gateway says who asks (`Authorization`, `X-Forwarded-User`): a client's copy of
+/// any of these is removed, so that no client names itself to a dashboard configured so.
+const IDENTITY_HEADERS: [HeaderName; 13] = [
+    HeaderName::from_static("x-access-token"),
+    HeaderName::from_static("x-user"),
+    HeaderName::from_static("x-email"),
+    HeaderName::from_static("x-user-groups"),
+    HeaderName::from_static("x-forwarded-email"),
+    HeaderName::from_static("x-forwarded-groups"),
+    HeaderName::from_static("x-forwarded-preferred-username"),
+    HeaderName::from_static("x-forwarded-access-token"),
+    HeaderName::from_static("x-auth-request-user"),
+    HeaderName::from_static("x-auth-request-email"),
+    HeaderName::from_static("x-auth-request-groups"),
+    HeaderName::from_static("x-auth-request-preferred-username"),
+    HeaderName::from_static("x-auth-request-access-token"),
+];
+
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
@@ -220,6 +244,9 @@ pub fn rewrite_request(
             if !set.iter().any(|(n, v)| n == name && v.is_some()) {
                 headers.remove(name);
             }
+        }
+        for name in &IDENTITY_HEADERS {
+            headers.remove(name);
         }
         for (name, value) in set {
             if let Some(value) = value {
@@ -421,6 +448,27 @@ mod tests {
         );
         assert_eq!(get("host").as_deref(), Some("127.0.0.1:18080"));
         assert_eq!(req.headers.get_all("x-forwarded-user").iter().count(), 1);
+    }
+
+    /// A 20.2 dashboard in its own OAuth2 mode takes `X-Access-Token` (a JWT it only
+    /// decodes) as who asks, and its newer form oauth2-proxy's identity headers: none of a
+    /// client's reaches a dashboard (issue 33, item 12).
+    #[test]
+    fn identity_headers_a_dashboard_would_trust_are_removed() {
+        // With the service account's token, and without one (the web UI's files).
+        for identity in [true, false] {
+            let mut req = request();
+            for name in &IDENTITY_HEADERS {
+                req.append_header(name.clone(), "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.")
+                    .unwrap();
+            }
+            req.append_header("X-ACCESS-TOKEN", "x").unwrap();
+            let token = identity.then_some("service-token");
+            rewrite_request(&mut req, &forward("viewer"), "h", token, UNKNOWN_CLIENT).unwrap();
+            for name in &IDENTITY_HEADERS {
+                assert!(req.headers.get(name).is_none(), "{name}");
+            }
+        }
     }
 
     #[test]

@@ -429,3 +429,73 @@ async fn the_web_uis_files_are_kept_compressed_and_validated_at_the_edge() {
     let again = ui_get(&gw, "/", &gzip).await;
     assert_eq!(header(&again, "cache-control"), "no-cache");
 }
+
+/// The main script's path, as the landing page names it.
+async fn main_script(gw: &RunningGateway) -> String {
+    let index = ui_get(gw, "/", &[]).await;
+    assert_eq!(index.status, 200);
+    let html = index.text();
+    let script = html
+        .split("src=\"")
+        .filter_map(|s| s.split('"').next())
+        .find(|s| s.starts_with("main.") && s.ends_with(".js"))
+        .expect("the main script in index.html")
+        .to_string();
+    format!("/{script}")
+}
+
+/// A UI file is kept by what selects it at the dashboard (issue 33, finding 6): its path,
+/// not its query, and the language list the dashboard reads, not how the client spelled
+/// it. Distinct queries and spellings of the main script cost one dashboard fetch.
+#[tokio::test]
+async fn a_query_or_a_spelling_of_the_languages_never_costs_a_ui_fetch() {
+    let dash = Dashboard::shared();
+    let gw = Gateway::with_admin_and_viewer()
+        .upstream(dash)
+        .answer_cache(&[])
+        .start();
+    let script = main_script(&gw).await;
+    let spellings = [
+        "de;q=0.9, fr",
+        "fr, de;q=0.9",
+        "FR,de;q=0.90",
+        "fr;q=1.0,de;q=0.9,fr",
+    ];
+    let asked = dashboard_requests_of(&gw, async {
+        for i in 0..40 {
+            let path = format!("{script}?cache-buster={i}");
+            let language = [("Accept-Language", spellings[i % spellings.len()])];
+            let reply = ui_get(&gw, &path, &language).await;
+            assert_eq!(reply.status, 200, "{path}");
+            assert!(
+                reply.body.len() > 100_000,
+                "{path}: {} bytes",
+                reply.body.len()
+            );
+        }
+    })
+    .await;
+    assert!(asked <= 1.0, "{asked} dashboard fetches for one file");
+}
+
+/// Language lists made up to miss the UI store fetch at most
+/// `ui_files::MAX_MISSES_PER_MINUTE` files to be kept a minute; past that each request is
+/// passed to the dashboard, unkept, and still answered.
+#[tokio::test]
+async fn made_up_language_lists_are_kept_a_bounded_number_of_times() {
+    let dash = Dashboard::shared();
+    let gw = Gateway::with_admin_and_viewer()
+        .upstream(dash)
+        .answer_cache(&[])
+        .start();
+    let before = gw.metrics().await;
+    for i in 0..70 {
+        let language = format!("x-{i}");
+        let reply = ui_get(&gw, "/", &[("Accept-Language", language.as_str())]).await;
+        assert_eq!(reply.status, 200, "{language}: {}", reply.text());
+    }
+    let after = gw.metrics().await;
+    let results = |result| cache_results(&after, result) - cache_results(&before, result);
+    assert_eq!(results("miss"), 60.0, "{after}");
+    assert_eq!(results("passed"), 10.0, "{after}");
+}

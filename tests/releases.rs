@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use reqwest::Method;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// A user whose only permission is config-opt read: what 20.2 asks to read its
 /// multi-cluster configuration, and the settings.
@@ -196,6 +196,93 @@ async fn no_dashboard_cookie_or_token_reaches_a_client(release: &'static str) {
             assert_eq!(entry["cluster_alias"], "local-cluster", "{config}");
         }
     }
+}
+
+/// 20.2's multi-cluster writes answer with the whole configuration, the stored dashboard
+/// token in it (the gateway's service account's): through the gateway they carry none
+/// (issue 33, finding 3). Each write leaves the configuration as it was: the current
+/// cluster set to itself, the local entry edited to what it holds, a cluster that does not
+/// exist deleted.
+#[tokio::test]
+async fn ceph_20_2_multi_cluster_write_answers_carry_no_token() {
+    let dash = Dashboard::shared_release("20.2");
+    let gw = gateway(dash);
+    let direct_token = dash.login(ADMIN).await;
+    let gateway_token = gw.login(ADMIN, ADMIN_PW).await;
+    let config = dash
+        .send(
+            Method::GET,
+            "/api/multi-cluster/get_config",
+            Some(&direct_token),
+            V1,
+            None,
+        )
+        .await
+        .json();
+    let clusters = config["config"].as_object().expect("the configuration");
+    let local = &clusters.values().next().expect("a cluster")[0];
+    let writes = [
+        (
+            Method::PUT,
+            "/api/multi-cluster/set_config",
+            Some(json!({"config": {"url": config["current_url"], "user": config["current_user"]}})),
+        ),
+        (
+            Method::PUT,
+            "/api/multi-cluster/edit_cluster",
+            Some(json!({
+                "name": local["name"],
+                "url": local["url"],
+                "cluster_alias": local["cluster_alias"],
+                "username": local["user"],
+                "verify": local["ssl_verify"],
+                "ssl_certificate": local["ssl_certificate"],
+            })),
+        ),
+        (
+            Method::DELETE,
+            "/api/multi-cluster/delete_cluster/cg-no-such-cluster/cg-no-such-user",
+            None,
+        ),
+    ];
+    let mut carried = Vec::new();
+    for (method, path, body) in writes {
+        let direct = dash
+            .send(method.clone(), path, Some(&direct_token), V1, body.as_ref())
+            .await;
+        let through = gw
+            .api(method.clone(), path, Some(&gateway_token), body.as_ref())
+            .await;
+        assert_eq!(
+            through.status,
+            direct.status,
+            "{method} {path}: {}",
+            through.text()
+        );
+        assert!(
+            (200..300).contains(&through.status),
+            "{method} {path}: {}",
+            through.text()
+        );
+        let text = through.text();
+        assert!(
+            !text.contains("eyJ"),
+            "a dashboard token in {method} {path}: {text}"
+        );
+        if direct.text().contains("eyJ") {
+            carried.push(path);
+            let answer: Value = through.json();
+            let entry = &answer["config"][local["name"].as_str().unwrap()][0];
+            assert_eq!(entry["token"], "", "{answer}");
+            assert_eq!(entry["cluster_alias"], local["cluster_alias"], "{answer}");
+        }
+    }
+    // (DELETE too answers 200 with the configuration, despite its documented 204)
+    assert_eq!(
+        carried.len(),
+        3,
+        "20.2 no longer answers every write with the token: {carried:?}"
+    );
 }
 
 #[tokio::test]

@@ -180,9 +180,7 @@ impl Admission {
             Some(query) => format!("{}?{query}", request.path),
             None => request.path.to_string(),
         };
-        let redact_tokens = lookup.operation.is_some_and(|id| {
-            token_redaction::carries_tokens(request.method, self.tables.template(id))
-        });
+        let redact_tokens = token_redaction::carries_tokens(request.method, request.path);
         Ok(Forward {
             redact_tokens,
             path_and_query,

@@ -58,21 +58,15 @@ impl Key {
         })
     }
 
-    /// The key of a web UI file: no user (the dashboard serves them without one); they
-    /// differ by language, which the dashboard takes from the `cd-lang` cookie, else from
-    /// `Accept-Language`. `None`: a language list too long to be worth a key.
-    pub fn ui_file(
-        path_and_query: &str,
-        language_cookie: Option<&[u8]>,
-        accept_language: Option<&[u8]>,
-    ) -> Option<Key> {
-        let cookie = std::str::from_utf8(language_cookie.unwrap_or_default()).ok()?;
-        let languages = accept_language.unwrap_or_default();
+    /// The key of a web UI file: no user (the dashboard serves them without one), no
+    /// query (the dashboard reads none); they differ by the languages the dashboard picks
+    /// their directory by (`ui_files::language_preference`). `None`: a language list too
+    /// long to be worth a key.
+    pub fn ui_file(path: &str, languages: &str) -> Option<Key> {
         if languages.len() > MAX_ENCODING_BYTES {
             return None;
         }
-        let languages = std::str::from_utf8(languages).ok()?;
-        let text = ["ui", cookie, languages, path_and_query].join("\n");
+        let text = ["ui", languages, path].join("\n");
         Some(Key {
             admission: None,
             text: text.into(),

@@ -13,9 +13,10 @@
 //! dashboard request per key. A reload makes new keys (they name the table the request was
 //! admitted by), so no answer kept under the old roles is served after it.
 //!
-//! The web UI's files (no user: one copy per language for every client) are kept the same
-//! way, asked of the dashboard plain and gzipped here once, and answered `304` to a client
-//! that holds them (`ui_files`).
+//! The web UI's files (no user: one copy per language for every client, whatever the
+//! query) are kept the same way, asked of the dashboard plain and gzipped here once, and
+//! answered `304` to a client that holds them; the fetches of those to be kept are bounded
+//! per minute (`ui_files`).
 
 mod flight;
 mod key;
@@ -171,6 +172,8 @@ pub struct AnswerCache {
     flights: Arc<Flights>,
     /// Counts the writes forwarded: a capture that saw it change keeps nothing.
     writes: AtomicU64,
+    /// The fetches of UI files to be kept (`ui_files`).
+    ui_misses: ui_files::MissBudget,
     metrics: AnswerCacheMetrics,
 }
 
@@ -181,8 +184,15 @@ impl AnswerCache {
             config,
             flights: Arc::default(),
             writes: AtomicU64::new(0),
+            ui_misses: ui_files::MissBudget::new(Instant::now()),
             metrics,
         })
+    }
+
+    /// The languages a UI file is kept by, for a request with this forwarded `cd-lang`
+    /// cookie or else this `Accept-Language`; `None`: not kept.
+    pub fn ui_languages(cookie: Option<&[u8]>, accept_language: Option<&[u8]>) -> Option<String> {
+        ui_files::language_preference(cookie, accept_language)
     }
 
     /// How long the answers of GET `template` are kept (zero: shared, not kept); `None`:
@@ -219,6 +229,10 @@ impl AnswerCache {
             }
             let follower = match self.flights.join(&key, self.config.max_followers) {
                 Joined::Lead(lead) => {
+                    if kind != Kind::Api && !self.ui_misses.take(Instant::now()) {
+                        // (the lead, dropped, lets those who wait try again)
+                        break;
+                    }
                     self.metrics.result(CacheResult::Miss);
                     return Consulted::Lead(self.capture(key, ttl, kind, lead));
                 }

@@ -263,3 +263,23 @@ fn a_kept_file_is_sent_as_the_client_takes_it_or_not_at_all() {
     )]));
     assert_eq!(other.status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn ui_files_fetched_to_be_kept_are_bounded_per_minute() {
+    let f = fixture(1024);
+    let kind = Kind::UiFile { immutable: true };
+    let mut leads = 0;
+    for i in 0..ui_files::MAX_MISSES_PER_MINUTE + 5 {
+        let key = Key::ui_file("/main.0123456789abcdef.js", &format!("x-{i}")).unwrap();
+        if let Consulted::Lead(_) = f.cache.consult(key, ttl(), kind).await {
+            leads += 1;
+        }
+    }
+    assert_eq!(leads, ui_files::MAX_MISSES_PER_MINUTE);
+    assert_eq!(f.count("passed"), 5);
+    // API answers are not counted against it.
+    assert!(matches!(
+        f.cache.consult(key(), ttl(), Kind::Api).await,
+        Consulted::Lead(_)
+    ));
+}

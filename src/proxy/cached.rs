@@ -12,7 +12,7 @@ use pingora::proxy::Session;
 
 use super::decide::Next;
 use super::{Gateway, RequestCtx};
-use crate::answer_cache::{Consulted, Key, Kind, Stored};
+use crate::answer_cache::{AnswerCache, Consulted, Key, Kind, Stored};
 use crate::edge::respond;
 use crate::forward::{self, Forward};
 use crate::routes::Route;
@@ -68,12 +68,11 @@ impl Gateway {
         let path = forward.path_and_query.split('?').next().unwrap_or_default();
         let (ttl, kind) = self.answer_cache.ui_file(path)?;
         let cookie = forward::language_cookie(&header.headers);
-        let key = Key::ui_file(
-            &forward.path_and_query,
+        let languages = AnswerCache::ui_languages(
             cookie.as_ref().map(|c| c.as_bytes()),
             header_bytes(header, ACCEPT_LANGUAGE),
         )?;
-        Some((key, ttl, kind))
+        Some((Key::ui_file(path, &languages)?, ttl, kind))
     }
 
     fn operation_key(

@@ -12,7 +12,8 @@ pub enum CacheResult {
     Miss,
     /// Answered with another request's answer, waited for.
     Coalesced,
-    /// Asked the dashboard on its own: too many waiting, or waited too long.
+    /// Asked the dashboard on its own: too many waiting, waited too long, or a UI file
+    /// past the minute's fetches to be kept.
     Passed,
 }
 
