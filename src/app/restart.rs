@@ -180,6 +180,7 @@ impl Changed {
             timeouts,
             max_body_bytes,
             in_flight,
+            answer_buffers,
         } = a;
         self.key("upstream.health_path", *health_path != b.health_path);
         self.key(
@@ -208,6 +209,10 @@ impl Changed {
         self.key(
             "upstream.max_in_flight, upstream.max_queued, upstream.queue_timeout_ms",
             *in_flight != b.in_flight,
+        );
+        self.key(
+            "upstream.answer_buffer_bytes, upstream.answer_buffers_total_bytes",
+            *answer_buffers != b.answer_buffers,
         );
     }
 

@@ -32,6 +32,7 @@ use crate::config::{
 use crate::docs::Docs;
 use crate::edge::connections::ClientConnections;
 use crate::edge::listen_table::ListenTable;
+use crate::edge::respond::WriteBounds;
 use crate::errors::GatewayError;
 use crate::observe::access_log::AccessLog;
 use crate::observe::audit::{Audit, AuditError};
@@ -267,6 +268,10 @@ fn build(
         access_log: AccessLog::new(log.format, logs.writer.clone(), logs.ansi),
         audit: audit.clone(),
         body_timeout: server_config.clients.body_timeout,
+        write_bounds: WriteBounds {
+            timeout: server_config.clients.write_timeout,
+            min_rate: server_config.clients.min_send_rate,
+        },
         answer_cache: AnswerCache::new(answer_cache, metrics.answer_cache.clone()),
     };
     server.add_service(proxy_service(

@@ -37,6 +37,8 @@ pub(super) struct ServerSection {
     pub max_header_count: usize,
     pub header_timeout_ms: u64,
     pub body_timeout_ms: u64,
+    pub write_timeout_ms: u64,
+    pub min_send_bytes_per_second: usize,
     pub keepalive_timeout_s: u64,
     pub max_connections_per_ip: usize,
     pub trusted_proxies: Vec<String>,
@@ -59,6 +61,10 @@ impl Default for ServerSection {
             max_header_count: 100,
             header_timeout_ms: 10_000,
             body_timeout_ms: 30_000,
+            write_timeout_ms: 10_000,
+            // A 3.5 MB answer (the UI's main script) then has 3.5 minutes: a phone on a
+            // poor link sends faster.
+            min_send_bytes_per_second: 16 * 1024,
             keepalive_timeout_s: 60,
             max_connections_per_ip: 0,
             trusted_proxies: Vec::new(),
@@ -158,6 +164,8 @@ pub(super) struct UpstreamSection {
     pub max_in_flight: usize,
     pub max_queued: usize,
     pub queue_timeout_ms: u64,
+    pub answer_buffer_bytes: usize,
+    pub answer_buffers_total_bytes: usize,
 }
 
 impl Default for UpstreamSection {
@@ -182,6 +190,9 @@ impl Default for UpstreamSection {
             max_in_flight: 8,
             max_queued: 64,
             queue_timeout_ms: 5000,
+            // The largest answer a dashboard gives is the UI's main script (3.5 MB in 16.2).
+            answer_buffer_bytes: 8 * 1024 * 1024,
+            answer_buffers_total_bytes: 64 * 1024 * 1024,
         }
     }
 }

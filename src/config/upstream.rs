@@ -9,6 +9,9 @@ use super::parse::Source;
 use super::ConfigErrors;
 use crate::secrets::Secret;
 
+/// `upstream.answer_buffers_total_bytes` at most.
+const MAX_ANSWER_BUFFERS: usize = 4 << 30;
+
 /// The dashboards behind the gateway, and how to talk to them.
 #[derive(Debug, Clone)]
 pub struct UpstreamConfig {
@@ -26,6 +29,20 @@ pub struct UpstreamConfig {
     pub timeouts: Timeouts,
     pub max_body_bytes: usize,
     pub in_flight: InFlightLimits,
+    pub answer_buffers: AnswerBufferLimits,
+}
+
+/// How much of the dashboards' answers the gateway reads ahead of slow clients, so that a
+/// place on the dashboard is given back when its answer has been read, not when the client
+/// has taken it (`upstream::answer_buffer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerBufferLimits {
+    /// One answer (`upstream.answer_buffer_bytes`); a larger one is streamed, holding its
+    /// place until its client has taken it.
+    pub per_answer: usize,
+    /// All answers being held at once (`upstream.answer_buffers_total_bytes`); past it the
+    /// next answers are streamed.
+    pub total: usize,
 }
 
 /// How many forwarded requests one dashboard gets at once, and how long the others wait.
@@ -187,6 +204,10 @@ pub(super) fn validate(
             queued: u.max_queued,
             wait: Duration::from_millis(u.queue_timeout_ms),
         },
+        answer_buffers: AnswerBufferLimits {
+            per_answer: u.answer_buffer_bytes,
+            total: u.answer_buffers_total_bytes,
+        },
     })
 }
 
@@ -253,6 +274,20 @@ fn check_values(errors: &mut ConfigErrors, at: &Source<'_>, u: &UpstreamSection)
             f,
             "upstream.queue_timeout_ms",
             "must be between 1 and 600000 (10 minutes)",
+        );
+    }
+    if u.answer_buffer_bytes > u.answer_buffers_total_bytes {
+        errors.push(
+            f,
+            "upstream.answer_buffer_bytes",
+            "must be at most upstream.answer_buffers_total_bytes (0: stream every answer)",
+        );
+    }
+    if u.answer_buffers_total_bytes > MAX_ANSWER_BUFFERS {
+        errors.push(
+            f,
+            "upstream.answer_buffers_total_bytes",
+            format!("must be at most {MAX_ANSWER_BUFFERS} (4 GiB)"),
         );
     }
     if u.username.is_empty() {
