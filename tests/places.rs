@@ -36,7 +36,9 @@ fn repo_path(relative: &str) -> std::path::PathBuf {
 }
 
 /// `n` HTTP/1 connections, each asking for `script` with a query of its own (each a miss of
-/// the UI store) and reading nothing, with a small receive buffer.
+/// the UI store) and reading nothing, with a small receive buffer. Each names a client
+/// address of its own (the gateway trusts 127.0.0.1's `X-Forwarded-For`): many attackers,
+/// so that no share per address is what keeps a place free.
 fn unread_requests(addr: SocketAddr, script: &str, n: usize) -> Vec<TcpStream> {
     (0..n)
         .map(|i| {
@@ -45,11 +47,28 @@ fn unread_requests(addr: SocketAddr, script: &str, n: usize) -> Vec<TcpStream> {
             socket.set_recv_buffer_size(4096).unwrap();
             socket.connect(&addr.into()).unwrap();
             let mut stream = TcpStream::from(socket);
-            let head = format!("GET {script}?unread={i} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+            let head = format!(
+                "GET {script}?unread={i} HTTP/1.1\r\nHost: {addr}\r\nX-Forwarded-For: {}\r\n\r\n",
+                client_address(i)
+            );
             stream.write_all(head.as_bytes()).unwrap();
             stream
         })
         .collect()
+}
+
+/// The `i`th attacker's address (TEST-NET-3).
+fn client_address(i: usize) -> String {
+    format!("203.0.113.{}", i + 1)
+}
+
+/// A gateway in front of the shared 16.2 dashboard that takes 127.0.0.1's word for the
+/// client's address.
+fn gateway(max_in_flight: usize) -> Gateway {
+    Gateway::with_dashboard_users()
+        .upstream(Dashboard::shared())
+        .trusted_proxies(&["127.0.0.1/32"])
+        .extra_toml("upstream", &format!("max_in_flight = {max_in_flight}"))
 }
 
 /// Waits until the gateway has sent `n` more requests to the dashboard than `before`.
@@ -82,11 +101,7 @@ async fn admin_is_served(gw: &RunningGateway, token: &str) {
 
 /// Clients that read nothing of the UI's 3.5 MB main script, one per place.
 async fn unread_scripts_hold_no_place(max_in_flight: usize) {
-    let dash = Dashboard::shared();
-    let gw = Gateway::with_dashboard_users()
-        .upstream(dash)
-        .extra_toml("upstream", &format!("max_in_flight = {max_in_flight}"))
-        .start();
+    let gw = gateway(max_in_flight).start();
     let token = gw.login(ADMIN, ADMIN_PW).await;
     let script = gw.main_script().await;
     let before = gw.upstream_requests().await;
@@ -183,11 +198,7 @@ async fn zero_window_connection(addr: SocketAddr) -> h2::client::SendRequest<byt
 
 #[tokio::test]
 async fn an_http2_connection_with_a_closed_window_holds_no_place_and_is_cut_off() {
-    let dash = Dashboard::shared();
-    let gw = Gateway::with_dashboard_users()
-        .upstream(dash)
-        .tls(true)
-        .start();
+    let gw = gateway(8).tls(true).start();
     let token = gw.login(ADMIN, ADMIN_PW).await;
     let script = gw.main_script().await;
     let before = gw.upstream_requests().await;
@@ -195,6 +206,7 @@ async fn an_http2_connection_with_a_closed_window_holds_no_place_and_is_cut_off(
     let mut answers = Vec::new();
     for i in 0..8 {
         let request = http::Request::get(format!("https://{}{script}?window={i}", gw.addr))
+            .header("x-forwarded-for", client_address(i))
             .body(())
             .unwrap();
         send = send.ready().await.unwrap();
