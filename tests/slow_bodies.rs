@@ -315,16 +315,6 @@ async fn a_chunked_body_over_64_kib_reaches_the_dashboard_whole_with_a_length() 
     assert_eq!(r.json(), direct.json());
 }
 
-/// The name of the web UI's largest file, from its index page.
-async fn main_script(gw: &RunningGateway) -> String {
-    let index = gw.send(gw.client().get(gw.url("/"))).await;
-    assert_eq!(index.status, 200);
-    let text = index.text();
-    let start = text.find("main.").expect("index.html names main.*.js");
-    let end = start + text[start..].find(".js").unwrap() + 3;
-    format!("/{}", &text[start..end])
-}
-
 #[tokio::test]
 async fn past_max_in_flight_requests_wait_then_get_503_with_retry_after_counted() {
     let dash = Dashboard::shared();
@@ -332,12 +322,15 @@ async fn past_max_in_flight_requests_wait_then_get_503_with_retry_after_counted(
         .extra_toml("upstream", "max_in_flight = 1")
         .extra_toml("upstream", "max_queued = 1")
         .extra_toml("upstream", "queue_timeout_ms = 300")
+        // Streamed answers: a place is held until its client has taken the answer.
+        .extra_toml("upstream", "answer_buffer_bytes = 0")
+        .extra_toml("upstream", "answer_buffers_total_bytes = 0")
         .start();
     let token = gw.login(VIEWER, VIEWER_PW).await;
     let server = [("server", dash.url())];
     // A client that asks for the UI's 3.5 MB script and reads none of it holds the one
-    // place until it goes away.
-    let script = main_script(&gw).await;
+    // place (the answer streamed) until it goes away.
+    let script = gw.main_script().await;
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     socket.connect(&gw.addr.into()).unwrap();

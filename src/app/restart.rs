@@ -185,6 +185,7 @@ impl Changed {
             max_open_body_bytes,
             in_flight,
             login_backoff,
+            answer_buffers,
         } = a;
         self.key("upstream.health_path", *health_path != b.health_path);
         self.key(
@@ -216,6 +217,8 @@ impl Changed {
         self.key(
             "upstream.login_backoff_min_ms, upstream.login_backoff_max_ms",
             *login_backoff != b.login_backoff,
+            "upstream.answer_buffer_bytes, upstream.answer_buffers_total_bytes",
+            *answer_buffers != b.answer_buffers,
         );
     }
 

@@ -33,6 +33,7 @@ use crate::docs::Docs;
 use crate::edge::body_budget::{self, BodyBudget};
 use crate::edge::connections::ClientConnections;
 use crate::edge::listen_table::ListenTable;
+use crate::edge::respond::WriteBounds;
 use crate::errors::GatewayError;
 use crate::observe::access_log::AccessLog;
 use crate::observe::audit::{Audit, AuditError};
@@ -270,6 +271,10 @@ fn build(
         audit: audit.clone(),
         body_timeout: server_config.clients.body_timeout,
         body_budget: request_body_budget(&server_config, upstreams.max_body_bytes, &metrics),
+        write_bounds: WriteBounds {
+            timeout: server_config.clients.write_timeout,
+            min_rate: server_config.clients.min_send_rate,
+        },
         answer_cache: AnswerCache::new(answer_cache, metrics.answer_cache.clone()),
     };
     server.add_service(proxy_service(

@@ -37,6 +37,8 @@ pub(super) struct ServerSection {
     pub max_header_count: usize,
     pub header_timeout_ms: u64,
     pub body_timeout_ms: u64,
+    pub write_timeout_ms: u64,
+    pub min_send_bytes_per_second: usize,
     pub keepalive_timeout_s: u64,
     pub max_connections_per_ip: usize,
     pub body_budget_bytes: Option<usize>,
@@ -60,6 +62,10 @@ impl Default for ServerSection {
             max_header_count: 100,
             header_timeout_ms: 10_000,
             body_timeout_ms: 30_000,
+            write_timeout_ms: 10_000,
+            // A 3.5 MB answer (the UI's main script) then has 3.5 minutes: a phone on a
+            // poor link sends faster.
+            min_send_bytes_per_second: 16 * 1024,
             keepalive_timeout_s: 60,
             // A browser opens at most 6 HTTP/1 connections to a host (1 over HTTP/2): room
             // for several behind one address, and a bound on what one address holds.
@@ -165,6 +171,8 @@ pub(super) struct UpstreamSection {
     pub queue_timeout_ms: u64,
     pub login_backoff_min_ms: u64,
     pub login_backoff_max_ms: u64,
+    pub answer_buffer_bytes: usize,
+    pub answer_buffers_total_bytes: usize,
 }
 
 impl Default for UpstreamSection {
@@ -195,6 +203,9 @@ impl Default for UpstreamSection {
             // A refused service login waits 10 s, then 20, 40, ... up to 10 minutes.
             login_backoff_min_ms: 10_000,
             login_backoff_max_ms: 600_000,
+            // The largest answer a dashboard gives is the UI's main script (3.5 MB in 16.2).
+            answer_buffer_bytes: 8 * 1024 * 1024,
+            answer_buffers_total_bytes: 64 * 1024 * 1024,
         }
     }
 }

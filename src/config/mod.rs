@@ -33,7 +33,8 @@ pub use oidc::{ClaimPath, KeyPolicy, Mapped, OidcConfig, ProviderUrl, RoleMap};
 pub use roles::RolesConfig;
 pub use server::{ClientLimits, MetricsConfig, ServerConfig, TlsMode};
 pub use upstream::{
-    BackendUrl, InFlightLimits, LoginBackoff, Timeouts, UpstreamConfig, UpstreamIdentity,
+    AnswerBufferLimits, BackendUrl, InFlightLimits, LoginBackoff, Timeouts, UpstreamConfig,
+    UpstreamIdentity,
     UpstreamTrust,
 };
 pub use users::UsersConfig;

@@ -55,6 +55,12 @@ pub struct ClientLimits {
     /// A request body the gateway reads (to forward it, or an auth endpoint's) must
     /// arrive whole this soon after its head (408, and the connection is closed).
     pub body_timeout: Duration,
+    /// Every write of an answer to a client must progress this soon (HTTP/2: a stream's
+    /// window must open), else the connection is closed.
+    pub write_timeout: Duration,
+    /// Bytes per second every write of an answer to a client must reach (a write of n
+    /// bytes may take n / rate, at least 1 s); `None`: only `write_timeout`.
+    pub min_send_rate: Option<usize>,
     /// An idle keep-alive connection is closed after this.
     pub keepalive_timeout: Duration,
     /// Open connections per client address (IPv6: per /64); `None`: no cap. Connections
@@ -67,6 +73,9 @@ const PINGORA_MAX_HEADER_BYTES: usize = 1_048_575;
 const PINGORA_MAX_HEADER_COUNT: usize = 256;
 /// The auth endpoints read bodies of up to 64 KiB (`auth::BODY_LIMIT`).
 const MIN_BODY_BUDGET: usize = 64 * 1024;
+
+/// `server.min_send_bytes_per_second` at most: no client link needs a higher floor.
+const MAX_SEND_RATE: usize = 1 << 30;
 
 #[derive(Debug, Clone)]
 pub enum TlsMode {
@@ -187,6 +196,20 @@ fn client_limits(
             "must be between 100 and 600000 (10 minutes)",
         );
     }
+    if !(100..=600_000).contains(&server.write_timeout_ms) {
+        errors.push(
+            f,
+            "server.write_timeout_ms",
+            "must be between 100 and 600000 (10 minutes)",
+        );
+    }
+    if server.min_send_bytes_per_second > MAX_SEND_RATE {
+        errors.push(
+            f,
+            "server.min_send_bytes_per_second",
+            format!("must be between 0 (no minimum) and {MAX_SEND_RATE} (1 GiB/s)"),
+        );
+    }
     if !(1..=3600).contains(&server.keepalive_timeout_s) {
         errors.push(
             f,
@@ -199,6 +222,9 @@ fn client_limits(
         max_header_count: server.max_header_count,
         header_timeout: Duration::from_millis(server.header_timeout_ms),
         body_timeout: Duration::from_millis(server.body_timeout_ms),
+        write_timeout: Duration::from_millis(server.write_timeout_ms),
+        min_send_rate: (server.min_send_bytes_per_second > 0)
+            .then_some(server.min_send_bytes_per_second),
         keepalive_timeout: Duration::from_secs(server.keepalive_timeout_s),
         max_connections_per_ip: (server.max_connections_per_ip > 0)
             .then_some(server.max_connections_per_ip),

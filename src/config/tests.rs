@@ -597,10 +597,14 @@ fn client_limits_have_documented_defaults() {
             max_header_count: 100,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(10),
+            min_send_rate: Some(16 * 1024),
             keepalive_timeout: Duration::from_secs(60),
             max_connections_per_ip: Some(64),
         }
     );
+    let c = parse("[server]\nmin_send_bytes_per_second = 0\n", d.path()).unwrap();
+    assert_eq!(c.server.clients.min_send_rate, None);
     let c = parse("[server]\nmax_connections_per_ip = 50\n", d.path()).unwrap();
     assert_eq!(c.server.clients.max_connections_per_ip, Some(50));
     let c = parse("[server]\nmax_connections_per_ip = 0\n", d.path()).unwrap();
@@ -675,6 +679,12 @@ fn client_limits_are_bounded_by_what_pingora_parses() {
         ("body_timeout_ms = 10", "server.body_timeout_ms"),
         ("body_timeout_ms = 600001", "server.body_timeout_ms"),
         ("keepalive_timeout_s = 0", "server.keepalive_timeout_s"),
+        ("write_timeout_ms = 10", "server.write_timeout_ms"),
+        ("write_timeout_ms = 600001", "server.write_timeout_ms"),
+        (
+            "min_send_bytes_per_second = 2000000000",
+            "server.min_send_bytes_per_second",
+        ),
     ] {
         assert!(
             errors_of(&format!("[server]\n{line}\n")).mentions(key),
@@ -901,6 +911,41 @@ fn refused_service_logins_back_off_doubling_to_a_bound() {
         (
             "login_backoff_min_ms = 5000\nlogin_backoff_max_ms = 4000",
             "upstream.login_backoff_max_ms",
+        ),
+    ] {
+        let e = parse(&with_upstream(d.path(), line), d.path()).unwrap_err();
+        assert!(e.mentions(key), "{line}: {e}");
+    }
+}
+
+#[test]
+fn answer_buffers_default_above_the_largest_answer_and_are_bounded() {
+    let d = dir();
+    let c = parse(&with_upstream(d.path(), ""), d.path()).unwrap();
+    assert_eq!(
+        c.upstream.unwrap().answer_buffers,
+        AnswerBufferLimits {
+            per_answer: 8 * 1024 * 1024,
+            total: 64 * 1024 * 1024,
+        }
+    );
+    let c = parse(
+        &with_upstream(
+            d.path(),
+            "answer_buffer_bytes = 0\nanswer_buffers_total_bytes = 0",
+        ),
+        d.path(),
+    )
+    .unwrap();
+    assert_eq!(c.upstream.unwrap().answer_buffers.total, 0);
+    for (line, key) in [
+        (
+            "answer_buffer_bytes = 100000000",
+            "upstream.answer_buffer_bytes",
+        ),
+        (
+            "answer_buffers_total_bytes = 10000000000",
+            "upstream.answer_buffers_total_bytes",
         ),
     ] {
         let e = parse(&with_upstream(d.path(), line), d.path()).unwrap_err();

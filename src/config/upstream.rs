@@ -9,6 +9,9 @@ use super::parse::Source;
 use super::ConfigErrors;
 use crate::secrets::Secret;
 
+/// `upstream.answer_buffers_total_bytes` at most.
+const MAX_ANSWER_BUFFERS: usize = 4 << 30;
+
 /// The dashboards behind the gateway, and how to talk to them.
 #[derive(Debug, Clone)]
 pub struct UpstreamConfig {
@@ -30,6 +33,7 @@ pub struct UpstreamConfig {
     pub max_open_body_bytes: usize,
     pub in_flight: InFlightLimits,
     pub login_backoff: LoginBackoff,
+    pub answer_buffers: AnswerBufferLimits,
 }
 
 /// How long a refused service login waits before the next: `min`, doubling with each
@@ -46,6 +50,19 @@ impl LoginBackoff {
         let doublings = refusals.saturating_sub(1).min(31);
         self.min.saturating_mul(1 << doublings).min(self.max)
     }
+}
+
+/// How much of the dashboards' answers the gateway reads ahead of slow clients, so that a
+/// place on the dashboard is given back when its answer has been read, not when the client
+/// has taken it (`upstream::answer_buffer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerBufferLimits {
+    /// One answer (`upstream.answer_buffer_bytes`); a larger one is streamed, holding its
+    /// place until its client has taken it.
+    pub per_answer: usize,
+    /// All answers being held at once (`upstream.answer_buffers_total_bytes`); past it the
+    /// next answers are streamed.
+    pub total: usize,
 }
 
 /// How many forwarded requests one dashboard gets at once, and how long the others wait.
@@ -213,6 +230,10 @@ pub(super) fn validate(
             min: Duration::from_millis(u.login_backoff_min_ms),
             max: Duration::from_millis(u.login_backoff_max_ms),
         },
+        answer_buffers: AnswerBufferLimits {
+            per_answer: u.answer_buffer_bytes,
+            total: u.answer_buffers_total_bytes,
+        },
     })
 }
 
@@ -300,6 +321,20 @@ fn check_values(errors: &mut ConfigErrors, at: &Source<'_>, u: &UpstreamSection)
             f,
             "upstream.login_backoff_max_ms",
             "must be between login_backoff_min_ms and 86400000 (a day)",
+        );
+    }
+    if u.answer_buffer_bytes > u.answer_buffers_total_bytes {
+        errors.push(
+            f,
+            "upstream.answer_buffer_bytes",
+            "must be at most upstream.answer_buffers_total_bytes (0: stream every answer)",
+        );
+    }
+    if u.answer_buffers_total_bytes > MAX_ANSWER_BUFFERS {
+        errors.push(
+            f,
+            "upstream.answer_buffers_total_bytes",
+            format!("must be at most {MAX_ANSWER_BUFFERS} (4 GiB)"),
         );
     }
     if u.username.is_empty() {

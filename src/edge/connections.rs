@@ -383,6 +383,8 @@ mod tests {
             max_header_count: lines,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(10),
+            min_send_rate: None,
             keepalive_timeout: Duration::from_secs(60),
             max_connections_per_ip: None,
         }

@@ -1,5 +1,8 @@
-//! Responses the gateway writes itself, and the headers every response carries
-//! (the dashboard's security headers and our request id).
+//! Responses the gateway writes itself, the headers every response carries (the
+//! dashboard's security headers and our request id), and how fast any answer must reach
+//! its client.
+
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{
@@ -173,6 +176,24 @@ pub fn closing_http1(
     out.extend_from_slice(b"connection: close\r\n\r\n");
     out.extend_from_slice(&body);
     Ok(out)
+}
+
+/// How fast every answer must reach its client (`server.write_timeout_ms`,
+/// `server.min_send_bytes_per_second`): a client that stops reading, or reads a trickle
+/// (over HTTP/2: keeps its window closed), is cut off instead of holding its connection,
+/// and the memory of its answer, for as long as it likes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteBounds {
+    pub timeout: Duration,
+    pub min_rate: Option<usize>,
+}
+
+impl WriteBounds {
+    /// Applies to every write of `session`'s answer (HTTP/1 and HTTP/2).
+    pub fn apply(self, session: &mut Session) {
+        session.set_write_timeout(Some(self.timeout));
+        session.set_min_send_rate(self.min_rate);
+    }
 }
 
 /// Writes `response` to the client.

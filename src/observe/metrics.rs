@@ -191,9 +191,9 @@ impl Metrics {
         let upstream_overload = IntCounterVec::new(
             Opts::new(
                 "clustergate_upstream_overload_total",
-                "Requests refused with 503 because the backend served upstream.max_in_flight requests and none came free in time",
+                "Requests refused with 503 because the backend served upstream.max_in_flight requests (or the client its share of them) and none came free in time; reason: queue_full, timeout, over_share",
             ),
-            &["server"],
+            &["server", "reason"],
         )?;
         let state_up = IntGauge::new(
             "clustergate_state_up",
@@ -370,8 +370,11 @@ impl Metrics {
     }
 
     /// A request refused because `server` stayed busy (`upstream::in_flight`).
-    pub fn upstream_overload(&self, server: &str) {
-        self.upstream_overload.with_label_values(&[server]).inc();
+    /// `reason`: why no place came (a fixed set: `queue_full`, `timeout`, `over_share`).
+    pub fn upstream_overload(&self, server: &str, reason: &'static str) {
+        self.upstream_overload
+            .with_label_values(&[server, reason])
+            .inc();
     }
 
     pub fn upstream_login(&self, result: &'static str) {

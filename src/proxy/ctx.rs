@@ -14,7 +14,8 @@ use crate::forward::Forward;
 use crate::observe::access_log::{self, Served};
 use crate::routes::Route;
 use crate::token_redaction::Redaction;
-use crate::upstream::in_flight::Place;
+use crate::upstream::answer_buffer::HeldAnswer;
+use crate::upstream::in_flight::{Holder, Place};
 use crate::upstream::Attempt;
 
 /// Per-request state.
@@ -31,7 +32,8 @@ pub struct RequestCtx {
     /// and its bytes in the body budget.
     pub(super) body: Option<HeldBody>,
     /// The dashboard place this request holds (`upstream::in_flight`), from the try's
-    /// connection to the end of its answer.
+    /// connection to the end of the dashboard's answer (read ahead of the client:
+    /// `upstream::answer_buffer`).
     pub(super) place: Option<Place>,
     /// Who sent it (`client_addr`): what the login limit counts and the logs name.
     pub(super) client: Option<IpAddr>,
@@ -46,6 +48,8 @@ pub struct RequestCtx {
     pub(super) redaction: Option<Redaction>,
     /// The answer being captured for the identical requests waiting (`answer_cache`).
     pub(super) capture: Option<Capture>,
+    /// The answer being read ahead of the client (`upstream::answer_buffer`).
+    pub(super) held: Option<HeldAnswer>,
 }
 
 impl RequestCtx {
@@ -71,6 +75,18 @@ impl RequestCtx {
             subject: AuthSubject::default(),
             redaction: None,
             capture: None,
+            held: None,
+        }
+    }
+
+    /// Whose share of the dashboard's places the request takes: its user's, or without a
+    /// token its client address's.
+    pub(super) fn holder(&self) -> Holder {
+        let user = self.forward.as_ref().and_then(|f| f.user.as_deref());
+        match (user, self.client) {
+            (Some(user), _) => Holder::User(user.username.clone()),
+            (None, Some(address)) => Holder::Address(address),
+            (None, None) => Holder::Unknown,
         }
     }
 

@@ -142,10 +142,12 @@ impl Gateway {
         }
     }
 
-    /// A place on `backend` (`upstream::in_flight`); 503 when it stays busy.
+    /// A place on `backend` (`upstream::in_flight`), in the share of the request's user or
+    /// address; 503 when none comes free in time.
     pub(super) async fn enter(&self, backend: &Backend, ctx: &RequestCtx) -> Result<Place> {
-        backend.in_flight.enter().await.map_err(|overload| {
-            self.metrics.upstream_overload(&backend.base);
+        backend.in_flight.enter(ctx.holder()).await.map_err(|overload| {
+            self.metrics
+                .upstream_overload(&backend.base, overload.reason());
             let _enter = ctx.span.enter();
             tracing::warn!(server = %backend.base, reason = %overload, "the dashboard is busy: refused");
             GatewayError::from(overload).into_pingora()

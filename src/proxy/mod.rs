@@ -42,7 +42,7 @@ use crate::client_addr::TrustedProxies;
 use crate::docs::Docs;
 use crate::edge::body_budget::BodyBudget;
 use crate::edge::request;
-use crate::edge::respond;
+use crate::edge::respond::{self, WriteBounds};
 use crate::errors::GatewayError;
 use crate::forward;
 use crate::observe::access_log::{self, AccessLog};
@@ -51,6 +51,7 @@ use crate::observe::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::state::unix_now;
 use crate::token_redaction::Redaction;
+use crate::upstream::answer_buffer::HeldAnswer;
 use crate::upstream::credentials::ServiceAccount;
 use crate::upstream::{health, BackendState, ErrorVerdict, ResponseVerdict, Upstreams};
 use ctx::RequestCtx;
@@ -81,6 +82,8 @@ pub struct Gateway {
     pub body_timeout: Duration,
     /// What all the request bodies held at once may take (`server.body_budget_bytes`).
     pub body_budget: BodyBudget,
+    /// How fast every answer must reach its client.
+    pub write_bounds: WriteBounds,
     /// Answers of the polled operations, shared and kept a moment.
     pub answer_cache: Arc<AnswerCache>,
 }
@@ -97,6 +100,16 @@ impl ProxyHttp for Gateway {
     /// would still build for every request and call on every response. The dashboard's own
     /// compression passes through.
     fn init_downstream_modules(&self, _modules: &mut HttpModules) {}
+
+    /// Runs before anything is answered: every answer's writes are bounded in time.
+    async fn early_request_filter(
+        &self,
+        session: &mut Session,
+        _ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        self.write_bounds.apply(session);
+        Ok(())
+    }
 
     /// Runs first: answers locally, or admits the request for forwarding (`Ok(false)`).
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
@@ -219,12 +232,14 @@ impl ProxyHttp for Gateway {
         let redact = ctx.forward.as_ref().is_some_and(|f| f.redact_tokens);
         forward::rewrite_response(response, &self.upstreams, redact)?;
         ctx.redaction = redact.then(Redaction::default);
+        ctx.held = Some(HeldAnswer::new(&self.upstreams.answer_buffers));
         cached::capture_head(ctx, response)?;
         respond::set_common_headers(response, self.tls, &ctx.id)
     }
 
-    /// An answer that may carry a dashboard token is sent whole, without it; the answer of
-    /// a request that leads its flight is captured (as sent) for the others.
+    /// The answer is read ahead of the client, and its place on the dashboard given back
+    /// at its end; an answer that may carry a dashboard token is sent whole, without it;
+    /// the answer of a request that leads its flight is captured (as sent) for the others.
     fn response_body_filter(
         &self,
         _session: &mut Session,
@@ -232,6 +247,12 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<Option<Duration>> {
+        if let Some(held) = &mut ctx.held {
+            *body = held.take(body.take(), end_of_stream);
+        }
+        if end_of_stream {
+            ctx.place = None;
+        }
         if let Some(redaction) = &mut ctx.redaction {
             *body = redaction
                 .take(body.take(), end_of_stream)

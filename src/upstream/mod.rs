@@ -2,6 +2,7 @@
 //! and the gateway's own credentials on it. Only the active manager's dashboard serves;
 //! standbys answer 303 to the active one, or an error status.
 
+pub mod answer_buffer;
 mod attempt;
 pub mod client;
 pub mod credentials;
@@ -27,8 +28,11 @@ pub use attempt::{Attempt, AttemptError, ErrorVerdict, ResponseVerdict, Tried};
 pub use client::{Client, ClientError};
 
 use crate::ceph_release::CephRelease;
-use crate::config::{BackendUrl, InFlightLimits, Timeouts, UpstreamConfig, UpstreamTrust};
+use crate::config::{
+    AnswerBufferLimits, BackendUrl, InFlightLimits, Timeouts, UpstreamConfig, UpstreamTrust,
+};
 use crate::observe::metrics::{BackendSeries, Metrics};
+use answer_buffer::AnswerBuffers;
 use in_flight::InFlight;
 
 /// What a backend was last seen to be.
@@ -124,6 +128,8 @@ pub struct Upstreams {
     pub max_open_body_bytes: usize,
     /// Each backend's places (`upstream.max_in_flight`, the queue and its wait).
     in_flight: InFlightLimits,
+    /// What the answers read ahead of their clients may hold (`answer_buffer`).
+    pub answer_buffers: Arc<AnswerBuffers>,
     pub client: Client,
 }
 
@@ -185,6 +191,7 @@ impl Upstreams {
             max_body_bytes: config.max_body_bytes,
             max_open_body_bytes: config.max_open_body_bytes,
             in_flight: config.in_flight,
+            answer_buffers: AnswerBuffers::new(config.answer_buffers),
             client: Client::new(),
         })
     }
@@ -207,6 +214,10 @@ impl Upstreams {
                 queued: 0,
                 wait: Duration::ZERO,
             },
+            answer_buffers: AnswerBuffers::new(AnswerBufferLimits {
+                per_answer: 0,
+                total: 0,
+            }),
             client: Client::new(),
         }
     }

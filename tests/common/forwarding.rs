@@ -53,6 +53,16 @@ impl RunningGateway {
         self.send(req).await
     }
 
+    /// The path of the web UI's largest file (its main script), from its index page.
+    pub async fn main_script(&self) -> String {
+        let index = self.send(self.client().get(self.url("/"))).await;
+        assert_eq!(index.status, 200);
+        let text = index.text();
+        let start = text.find("main.").expect("index.html names main.*.js");
+        let end = start + text[start..].find(".js").unwrap() + 3;
+        format!("/{}", &text[start..end])
+    }
+
     /// A raw HTTP/1.1 request (see `raw_request_bytes`), read until the server closes.
     pub fn raw_request(
         &self,

@@ -464,7 +464,8 @@ impl Session {
     pub fn set_min_send_rate(&mut self, rate: Option<usize>) {
         match self {
             Self::H1(s) => s.set_min_send_rate(rate),
-            Self::H2(_) => {}
+            // clustergate change 7: HTTP/2 streams have a minimum send rate too
+            Self::H2(s) => s.set_min_send_rate(rate),
             Self::Subrequest(_) => {}
             Self::Custom(_) => {}
         }

@@ -673,20 +673,37 @@ impl HttpSession {
             return Ok(());
         };
 
-        match self.underlying_stream.write_all(&write_buf).await {
-            Ok(()) => {
-                // flush the stream if 1xx header or there is no response body
-                if flush || self.body_writer.finished() {
-                    self.underlying_stream
-                        .flush()
-                        .await
-                        .or_err(WriteError, "flushing response header")?;
+        // clustergate change 7: the head's write (and flush) is bounded as a body's is
+        let write_timeout = self.write_timeout(write_buf.len());
+        let write = async {
+            match self.underlying_stream.write_all(&write_buf).await {
+                Ok(()) => {
+                    // flush the stream if 1xx header or there is no response body
+                    if flush || self.body_writer.finished() {
+                        self.underlying_stream
+                            .flush()
+                            .await
+                            .or_err(WriteError, "flushing response header")?;
+                    }
+                    Ok(())
                 }
-                self.response_written = Some(header);
-                Ok(())
+                Err(e) => Error::e_because(WriteError, "writing response header", e),
             }
-            Err(e) => Error::e_because(WriteError, "writing response header", e),
+        };
+        match write_timeout {
+            Some(t) => match timeout(t, write).await {
+                Ok(res) => res?,
+                Err(_) => {
+                    return Error::e_explain(
+                        WriteTimedout,
+                        format!("writing response header, timeout: {t:?}"),
+                    )
+                }
+            },
+            None => write.await?,
         }
+        self.response_written = Some(header);
+        Ok(())
     }
 
     /// Return the response header if it is already sent.

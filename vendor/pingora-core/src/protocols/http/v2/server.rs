@@ -291,6 +291,8 @@ pub struct HttpSession {
     pub write_timeout: Option<Duration>,
     // How long to wait when draining (discarding) request body
     total_drain_timeout: Option<Duration>,
+    // clustergate change 7: bytes per second a body write must reach (as in HTTP/1)
+    min_send_rate: Option<usize>,
 }
 
 /// The outcome of accepting the next event on an HTTP/2 downstream connection.
@@ -499,6 +501,8 @@ impl HttpSession {
             digest,
             write_timeout: None,
             total_drain_timeout: None,
+            // clustergate change 7: no minimum send rate unless set
+            min_send_rate: None,
         })))
     }
 
@@ -662,9 +666,28 @@ impl HttpSession {
         Ok(())
     }
 
+    /// Sets the minimum rate of response body writes, in bytes per second: a write of
+    /// `n` bytes fails after `n / rate` seconds (at least 1 s), over however many window
+    /// updates it waits for; `write_timeout` still bounds each wait for the window.
+    /// `None` or 0: each wait is bounded by `write_timeout` alone.
+    // clustergate change 7: HTTP/2 streams have a minimum send rate too
+    pub fn set_min_send_rate(&mut self, min_send_rate: Option<usize>) {
+        self.min_send_rate = min_send_rate.filter(|r| *r > 0);
+    }
+
+    // clustergate change 7: the bound of a whole body write, as HTTP/1 computes it
+    fn body_write_timeout(&self, buf_len: usize) -> Option<Duration> {
+        let Some(rate) = self.min_send_rate else {
+            return self.write_timeout;
+        };
+        let ms = (buf_len.max(rate) as f64 / rate as f64) * 1000.0;
+        Some(Duration::from_millis(ms as u64))
+    }
+
     /// Write response body to the client. See [Self::write_response_header] for how to use `end`.
     pub async fn write_body(&mut self, data: Bytes, end: bool) -> Result<()> {
-        match self.write_timeout {
+        // clustergate change 7: bounded by the minimum send rate when there is one
+        match self.body_write_timeout(data.len()) {
             Some(t) => match timeout(t, self.do_write_body(data, end)).await {
                 Ok(res) => res,
                 Err(_) => Error::e_explain(
