@@ -153,7 +153,7 @@ rgw thread pool size = 16
 EOF
 }
 # osd.0 (its key is in the mon's keyring from the start) made and started, then the radosgw,
-# which creates its pools once the OSD is up: both boot while the mgrs do
+# which creates its pools once the OSD is up: all while mgr x boots
 data_daemons() {
   local uuid
   uuid=$(cat /proc/sys/kernel/random/uuid)
@@ -522,10 +522,10 @@ if [ "$REQ_TLS" = 1 ]; then
 fi
 curl_setup
 
-[ "$REQ_DATA" = 0 ] || data_daemons
-
 # ------------------------------------------------------------------ mgrs
 start_daemon mgr.x
+# while the mgr imports its modules (the longest part of a start)
+[ "$REQ_DATA" = 0 ] || data_daemons
 wait_for "mgr.x to become the active mgr" mgr_activated_since x 0
 if [ -n "$CG_DASH_Y_PORT" ]; then
   # started only once x is active, so y is the standby; it boots while x creates the users
