@@ -4,9 +4,11 @@
 #   deploy/install-deps.sh            build dependencies (cmake, a C compiler)
 #   deploy/install-deps.sh --test     also what the test suite uses (the real Ceph
 #                                     dashboard's packages are installed by
-#                                     deploy/ceph-dev/start-dashboard.sh), the Debian roots
-#                                     that run Ceph 18.2 and 20.2 (built once, ~4-5 min
-#                                     each, then cached: no test downloads anything), and
+#                                     deploy/ceph-dev/start-dashboard.sh; the OSD's and the
+#                                     radosgw's for clusters with data here), the Debian
+#                                     roots that run Ceph 18.2 and 20.2 with the same (built
+#                                     once, ~4-5 min each, then cached: no test downloads
+#                                     anything), and
 #                                     Schemathesis and kubernetes-validate in .test-venv/ for
 #                                     tests/api_fuzz.rs and tests/kubernetes.rs
 #                                     (CG_TEST_VENV: another place for that venv),
@@ -22,8 +24,10 @@ if [[ "${1:-}" == "--test" ]]; then
   # HAProxy for the tests of several gateways, Redis Sentinel for their failover;
   # Prometheus (and its promtool) for the deploy kit's scrape config, alert rules and their
   # unit tests; Python's venv for the API fuzzer; patch for deploy/tools/vendor-patches.sh
-  # (the vendored pingora's check); debootstrap for the Debian roots of Ceph 18.2 and 20.2.
-  want+=(curl chromium nodejs redis-server redis-sentinel haproxy prometheus python3 python3-venv patch debootstrap)
+  # (the vendored pingora's check); debootstrap for the Debian roots of Ceph 18.2 and 20.2;
+  # ceph-osd and radosgw for the test clusters that hold data (start-dashboard.sh --data).
+  want+=(curl chromium nodejs redis-server redis-sentinel haproxy prometheus python3 python3-venv patch debootstrap
+    ceph-osd radosgw)
 fi
 
 missing=()
@@ -114,12 +118,13 @@ if ((${#missing[@]} > 0)); then
   install_packages
 fi
 # Ceph 18.2 (trixie) and 20.2 (forky) for the tests that run against every release: each
-# root is built once into /var/cache/clustergate-ceph-dev and reused (needs root).
+# root is built once into /var/cache/clustergate-ceph-dev and reused (needs root), and
+# ceph-osd and radosgw are added to it once (a root built before has them installed).
 install_release_roots() {
   local release sudo=()
   [[ $(id -u) -eq 0 ]] || sudo=(sudo)
   for release in 18.2 20.2; do
-    "${sudo[@]}" "$repo/deploy/ceph-dev/release-root.sh" build "$release" >/dev/null
+    "${sudo[@]}" "$repo/deploy/ceph-dev/release-root.sh" data "$release" >/dev/null
   done
 }
 

@@ -102,6 +102,16 @@ impl GatewayError {
         }
     }
 
+    /// The release the managers run is not known yet (a fresh process, a manager that will
+    /// not say): no table or system roles are guessed, which could grant more than the
+    /// dashboard would. Clients should retry.
+    pub fn release_unknown() -> Self {
+        GatewayError::Unavailable {
+            detail: "the dashboard's Ceph release is not known yet; try again in a few seconds"
+                .into(),
+        }
+    }
+
     /// The active manager closed or reset the connection before its answer was complete.
     pub fn backend_closed() -> Self {
         GatewayError::BadGateway {

@@ -3,7 +3,9 @@
 # integration tests (the API fuzzer, tests/api_fuzz.rs, among them). Installs what a fresh
 # Debian 12 machine lacks first (Schemathesis included), and starts a real Ceph dashboard
 # for the integration tests, and one of Ceph 18.2 and of 20.2 for the tests that run against
-# every release (all stopped again on exit).
+# every release (all stopped again on exit). 16.2's and 20.2's clusters hold data (an OSD, a
+# radosgw, a pool, an RBD image, an RGW user: start-dashboard.sh --data), which tests such as
+# tests/cluster_data.rs read.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install-deps.sh --test
@@ -24,9 +26,10 @@ trap cleanup EXIT
 
 # 18.2's and 20.2's dashboards start in the background while the lints run; each start's
 # output (its time included) is in DIR.log.
+declare -A release_data=([18.2]="" [20.2]=--data)
 for release in 18.2 20.2; do
   release_dirs[$release]=$(mktemp -d "/tmp/clustergate-test-ceph-$release.XXXXXX")
-  deploy/ceph-dev/start-dashboard.sh --release "$release" "${release_dirs[$release]}" \
+  deploy/ceph-dev/start-dashboard.sh --release "$release" ${release_data[$release]} "${release_dirs[$release]}" \
     >"${release_dirs[$release]}.log" 2>&1 &
   release_jobs[$release]=$!
 done
@@ -45,7 +48,7 @@ cargo run --locked --quiet -- check-config --config "$conf_copy/clustergate.toml
 
 # One dashboard shared by the integration tests; tests that fail managers over or change
 # its settings start their own.
-deploy/ceph-dev/start-dashboard.sh "$dash_dir" >/dev/null
+deploy/ceph-dev/start-dashboard.sh --data "$dash_dir" >/dev/null
 export CG_TEST_DASHBOARD_ENV="$dash_dir/dashboard.env"
 for release in 18.2 20.2; do
   if ! wait "${release_jobs[$release]}"; then

@@ -122,3 +122,62 @@ async fn ceph_18_2_refuses_through_the_gateway_exactly_what_its_dashboard_refuse
 async fn ceph_20_2_refuses_through_the_gateway_exactly_what_its_dashboard_refuses() {
     probe_release("20.2").await;
 }
+
+/// Logs `POOLMGR` in until the gateway answers other than 503 (the release not known yet),
+/// at most `deadline`; returns that answer.
+async fn login_once_known(gw: &RunningGateway, deadline: std::time::Duration) -> Reply {
+    let started = std::time::Instant::now();
+    loop {
+        let login = gw.try_login(POOLMGR, POOLMGR_PW).await;
+        if login.status != 503 || started.elapsed() > deadline {
+            return login;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+/// A gateway that starts while its 16.2 manager is stopped cannot learn the release: its
+/// logins are 503 until it can, never 20.2's roles (a pool-manager would read `prometheus`,
+/// which 16.2's dashboard does not grant); then logins and checks list what the dashboard
+/// lists, and go on doing so while the manager is down again.
+#[tokio::test]
+async fn before_the_release_is_known_no_login_or_check_grants_more_than_the_dashboard() {
+    let dash = Dashboard::dedicated(DashboardOptions::default());
+    let expected = dashboard_permissions(&dash, POOLMGR).await;
+    assert!(expected.get("prometheus").is_none(), "{expected}");
+    dash.mgr(&["stop", "x"]);
+    let gw = Gateway::with_dashboard_users()
+        .upstream(&dash)
+        .no_wait_active()
+        .start();
+
+    let early = gw.try_login(POOLMGR, POOLMGR_PW).await;
+    assert_eq!(early.status, 503, "{}", early.text());
+    assert!(
+        early.json()["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("release is not known")),
+        "{}",
+        early.text()
+    );
+
+    dash.mgr(&["start", "x"]);
+    let login = login_once_known(&gw, std::time::Duration::from_secs(120)).await;
+    assert_eq!(login.status, 201, "{}\n{}", login.text(), gw.logs());
+    let login = login.json();
+    assert_eq!(sorted(&login["permissions"]), expected, "login");
+    let token = login["token"].as_str().expect("a token").to_string();
+    assert_eq!(
+        sorted(&gw.check(&token).await.json()["permissions"]),
+        expected
+    );
+
+    // Down again: the release it was last seen to run still applies.
+    dash.mgr(&["stop", "x"]);
+    let check = gw.check(&token).await;
+    assert_eq!(check.status, 503, "no manager serves: {}", check.text());
+    assert_eq!(sorted(&check.json()["permissions"]), expected, "check");
+    let login = gw.try_login(POOLMGR, POOLMGR_PW).await;
+    assert_eq!(login.status, 201, "{}", login.text());
+    assert_eq!(sorted(&login.json()["permissions"]), expected, "login");
+}

@@ -27,6 +27,8 @@ CGD_ENV_KEYS=(
   CG_DASH_X_PORT CG_DASH_Y_PORT
   CG_DASH_STANDBY_BEHAVIOUR CG_DASH_STANDBY_CODE CG_JWT_TTL
   CG_MON_PID CG_MGR_X_PID CG_MGR_Y_PID
+  CG_CEPH_DATA CG_OSD_PID CG_RGW_PID CG_RGW_PORT CG_RGW_URL
+  CG_DATA_POOL CG_DATA_IMAGE CG_RGW_USER CG_RGW_ACCESS_KEY CG_RGW_SECRET_KEY
 )
 
 # ------------------------------------------------------------------ messages
@@ -90,20 +92,31 @@ release_load() {  # the release of the instance in DIR (16.2 for one without DIR
 }
 
 # ------------------------------------------------------------------ processes
-# pid_is_ours PID NAME [DIR]: true if PID is the daemon NAME (mon.a, mgr.x, mgr.y) started by
-# these scripts with DIR/ceph.conf, i.e. /proc/PID/cmdline is
-# "ceph-<type> -f -i <id> -c DIR/ceph.conf", or ends so while its launchers (setsid, and for
-# 18.2/20.2 release-root.sh, unshare, sh and chroot) still exec their way to it.
+# The daemons, by NAME: mon.a, mgr.x, mgr.y, and with data osd.0 and rgw.a. Each runs as
+# "PROGRAM -f WHO -c DIR/ceph.conf": ceph-<type> -i <id after the type>, except the
+# radosgw, which takes no -i (it would run as client.admin): radosgw -n client.rgw.a.
+daemon_argv() {  # NAME -> sets DAEMON_ARGV to PROGRAM -f WHO...
+  case "$1" in
+    rgw.*) DAEMON_ARGV=(radosgw -f -n "client.$1") ;;
+    *) DAEMON_ARGV=("ceph-${1%%.*}" -f -i "${1#*.}") ;;
+  esac
+}
+
+# pid_is_ours PID NAME [DIR]: true if PID is the daemon NAME started by these scripts with
+# DIR/ceph.conf, i.e. /proc/PID/cmdline is "PROGRAM -f WHO -c DIR/ceph.conf", or ends so
+# while its launchers (setsid, and for 18.2/20.2 release-root.sh, unshare, sh and chroot)
+# still exec their way to it.
 pid_is_ours() {
-  local pid=$1 name=$2 dir=${3:-$DIR} type id
-  local -a argv=()
-  type=${name%%.*}; id=${name#*.}
+  local pid=$1 name=$2 dir=${3:-$DIR}
+  local -a argv=() DAEMON_ARGV=()
   [[ $pid =~ ^[1-9][0-9]*$ ]] || return 1
   { mapfile -d '' -t argv <"/proc/$pid/cmdline"; } 2>/dev/null || return 1
   [ "${#argv[@]}" -ge 6 ] || return 1
   argv=("${argv[@]: -6}")
-  [ "${argv[0]##*/}" = "ceph-$type" ] && [ "${argv[1]}" = -f ] && [ "${argv[2]}" = -i ] &&
-    [ "${argv[3]}" = "$id" ] && [ "${argv[4]}" = -c ] && [ "${argv[5]:-}" = "$dir/ceph.conf" ]
+  daemon_argv "$name"
+  [ "${argv[0]##*/}" = "${DAEMON_ARGV[0]}" ] && [ "${argv[1]}" = -f ] &&
+    [ "${argv[2]}" = "${DAEMON_ARGV[2]}" ] && [ "${argv[3]}" = "${DAEMON_ARGV[3]}" ] &&
+    [ "${argv[4]}" = -c ] && [ "${argv[5]:-}" = "$dir/ceph.conf" ]
 }
 
 proc_start() {  # pid -> start time (clock ticks since boot), empty if gone or a zombie
@@ -140,7 +153,7 @@ stop_daemon() {
   return 1
 }
 
-# DIR/pids: one "NAME PID" line per running daemon (mon.a, mgr.x, mgr.y)
+# DIR/pids: one "NAME PID" line per running daemon, in the order they were started
 pids_get() { [ -f "$DIR/pids" ] && awk -v n="$1" '$1 == n { p = $2 } END { if (p) print p }' "$DIR/pids"; }
 pids_set() {  # name pid (pid empty: remove)
   local tmp="$DIR/.pids.tmp"
@@ -148,18 +161,19 @@ pids_set() {  # name pid (pid empty: remove)
   mv -f "$tmp" "$DIR/pids"
 }
 
-# start_daemon NAME: runs ceph-<type> -f -i <id> -c DIR/ceph.conf in its own session (setsid,
+# start_daemon NAME: runs PROGRAM -f WHO -c DIR/ceph.conf in its own session (setsid,
 # so it outlives the caller), output appended to DIR/log/NAME.stdout, and records its pid.
 # Every inherited descriptor above 2 is closed first: a daemon holding the caller's stdout pipe
 # (or one of our lock descriptors) would make the caller wait for it forever.
 start_daemon() {
-  local name=$1 pid
+  local name=$1 pid DAEMON_ARGV=()
+  daemon_argv "$name"
   (
     for fd in /proc/"$BASHPID"/fd/*; do
       fd=${fd##*/}
       if [ "$fd" -gt 2 ] 2>/dev/null; then exec {fd}>&- 2>/dev/null || true; fi
     done
-    exec setsid ${CGD_IN_ROOT[@]+"${CGD_IN_ROOT[@]}"} "ceph-${name%%.*}" -f -i "${name#*.}" -c "$DIR/ceph.conf" \
+    exec setsid ${CGD_IN_ROOT[@]+"${CGD_IN_ROOT[@]}"} "${DAEMON_ARGV[@]}" -c "$DIR/ceph.conf" \
       </dev/null >>"$DIR/log/$name.stdout" 2>&1
   ) &
   pid=$!
@@ -268,6 +282,8 @@ env_refresh_pids() {  # re-reads DIR/pids into the CG_*_PID keys and rewrites da
   CG_MON_PID=$(pids_get mon.a || true)
   CG_MGR_X_PID=$(pids_get mgr.x || true)
   CG_MGR_Y_PID=$(pids_get mgr.y || true)
+  CG_OSD_PID=$(pids_get osd.0 || true)
+  CG_RGW_PID=$(pids_get rgw.a || true)
   env_write
 }
 

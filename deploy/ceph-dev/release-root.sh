@@ -6,6 +6,9 @@
 #
 #   release-root.sh build RELEASE       build the root if it is not ready; prints its path
 #   release-root.sh path RELEASE        prints the root's path; exit 1 if it is not ready
+#   release-root.sh data RELEASE        builds the root if needed, then installs what a cluster
+#                                       with data needs (ceph-osd radosgw) into it when absent;
+#                                       prints its path
 #   release-root.sh run RELEASE [--bind DIR]... -- COMMAND [ARG]...
 #                                       runs COMMAND inside the root (exec: same pid), with
 #                                       /proc, /sys, /dev and every DIR mounted at the same
@@ -24,6 +27,11 @@
 # a failed build leaves nothing behind. Concurrent builds of one release wait for each other.
 # The time it took is printed. Log: DIR.log next to the root.
 #
+# "data" adds ceph-osd and radosgw to a ready root (cached roots predate them) with the
+# root's own apt, in a private mount namespace with /proc mounted for the packages' scripts;
+# the marker .clustergate-data says it is done, so it runs once. The base packages are left
+# alone: a root built before "data" existed is not built again.
+#
 # Exit codes: 0 ok, 1 build or run failed, 2 usage, 3 not ready (path) / cannot install.
 set -euo pipefail
 CGD_PROG='release-root.sh'
@@ -38,6 +46,9 @@ release_packages() {  # RELEASE -> ROOT_PACKAGES plus what that release's dashbo
   # imports; Debian's ceph-mgr-dashboard does not depend on grpc, cephadm's images have it
   [ "$1" != 20.2 ] || ROOT_PACKAGES+=(python3-grpcio python3-protobuf)
 }
+
+# what a cluster with data adds (start-dashboard.sh --data): a memstore OSD and a radosgw
+DATA_PACKAGES=(ceph-osd radosgw)
 
 release_suite() {  # RELEASE -> Debian suite that packages it
   case "$1" in
@@ -158,6 +169,28 @@ build() {
   log "Ceph $RELEASE root ready in $ROOT after $((SECONDS - t0)) s: $version"
 }
 
+data_ready() { grep -qxF "packages: ${DATA_PACKAGES[*]}" "$ROOT/.clustergate-data" 2>/dev/null; }
+
+# Installs DATA_PACKAGES into the ready ROOT (under the build lock).
+add_data() {
+  local t0=$SECONDS
+  log "installing ${DATA_PACKAGES[*]} into the Ceph $RELEASE root $ROOT (log: $BUILD_LOG)"
+  # shellcheck disable=SC2016  # expanded by the inner shell
+  unshare --mount --propagation private -- /bin/sh -euc '
+    root=$1; shift
+    mount -t proc proc "$root/proc"
+    chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" ||
+      { chroot "$root" apt-get update && chroot "$root" env DEBIAN_FRONTEND=noninteractive \
+          apt-get install -y --no-install-recommends "$@"; }
+    chroot "$root" apt-get clean
+  ' release-root "$ROOT" "${DATA_PACKAGES[@]}" >>"$BUILD_LOG" 2>&1 ||
+    { tail -20 "$BUILD_LOG" >&2; die 1 "installing ${DATA_PACKAGES[*]} in the $SUITE root failed"; }
+  [ -x "$ROOT/usr/bin/ceph-osd" ] && [ -x "$ROOT/usr/bin/radosgw" ] ||
+    die 1 "the $SUITE root has no ceph-osd or radosgw after installing them"
+  printf 'packages: %s\n' "${DATA_PACKAGES[*]}" >"$ROOT/.clustergate-data"
+  log "${DATA_PACKAGES[*]} installed in the Ceph $RELEASE root after $((SECONDS - t0)) s"
+}
+
 # run: the private namespace, its mounts, then exec chroot. The mount points of --bind
 # directories are created in the root (empty directories, removed by stop-dashboard.sh).
 run_in_root() {
@@ -201,6 +234,15 @@ case "$CMD" in
     exec 7>&-
     printf '%s\n' "$ROOT"
     ;;
+  data)
+    mkdir -p "$CACHE"
+    exec 7>"$CACHE/$SUITE.lock"
+    flock -w 1800 7 || die 1 "timed out waiting for another build of $ROOT"
+    if ! ready; then build; fi
+    if data_ready; then log "${DATA_PACKAGES[*]} already in $ROOT"; else add_data; fi
+    exec 7>&-
+    printf '%s\n' "$ROOT"
+    ;;
   path) ready || die 3 "the Ceph $RELEASE root $ROOT is not built"; printf '%s\n' "$ROOT" ;;
   run) run_in_root "$@" ;;
   unbind)
@@ -209,5 +251,5 @@ case "$CMD" in
     # only an empty directory that is not a mount point (rmdir refuses anything else)
     if [ -d "$target" ] && ! mountpoint -q "$target"; then rmdir -- "$target" 2>/dev/null || true; fi
     ;;
-  *) die 2 "unknown command '$CMD' (build, path, run or unbind)" ;;
+  *) die 2 "unknown command '$CMD' (build, data, path, run or unbind)" ;;
 esac

@@ -2,9 +2,11 @@
 # start-dashboard.sh -- start a REAL Ceph manager dashboard (16.2, 18.2 or 20.2) on 127.0.0.1
 # for clustergate's integration tests, benchmarks and trials: one ceph-mon "a", one ceph-mgr
 # "x" (and with CG_CEPH_STANDBY=1 a standby ceph-mgr "y"), no OSDs, cephx on, no systemd, every
-# port chosen free at run time, all state, logs and sockets under one directory.
+# port chosen free at run time, all state, logs and sockets under one directory. With --data
+# (or CG_CEPH_DATA=1) also a cluster that holds data: one memstore OSD "0", a radosgw
+# "rgw.a" known to the dashboard, a pool of size 1 with an RBD image, and an RGW user.
 #
-#   deploy/ceph-dev/start-dashboard.sh [--release 16.2|18.2|20.2] [DIR]
+#   deploy/ceph-dev/start-dashboard.sh [--release 16.2|18.2|20.2] [--data] [DIR]
 #                                    DIR default: $CG_CEPH_DIR or /tmp/clustergate-ceph
 #                                    release default: $CG_CEPH_RELEASE or 16.2
 #
@@ -24,14 +26,16 @@ CGD_PROG='start-dashboard.sh'
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 . "$(dirname "$(realpath "$0")")/lib.sh"
 
-USAGE='usage: start-dashboard.sh [--release 16.2|18.2|20.2] [DIR]'
+USAGE='usage: start-dashboard.sh [--release 16.2|18.2|20.2] [--data] [DIR]'
 REQ_RELEASE=${CG_CEPH_RELEASE:-}
+REQ_DATA_GIVEN=${CG_CEPH_DATA:-}
 arg_dir=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage_header; exit 0 ;;
     --release) [ $# -ge 2 ] || die 2 "--release needs a value ($USAGE)"; REQ_RELEASE=$2; shift 2 ;;
     --release=*) REQ_RELEASE=${1#--release=}; shift ;;
+    --data) REQ_DATA_GIVEN=1; shift ;;
     -*) die 2 "unknown option '$1' ($USAGE)" ;;
     *) [ -z "$arg_dir" ] || die 2 "too many arguments ($USAGE)"; arg_dir=$1; shift ;;
   esac
@@ -45,6 +49,7 @@ exec 3>&1 1>&2
 is_true() { case "${1:-}" in 1|true|yes|on) return 0 ;; *) return 1 ;; esac; }
 REQ_TLS=0; is_true "${CG_CEPH_TLS:-}" && REQ_TLS=1
 REQ_STANDBY=0; is_true "${CG_CEPH_STANDBY:-}" && REQ_STANDBY=1
+REQ_DATA=0; is_true "$REQ_DATA_GIVEN" && REQ_DATA=1
 REQ_BEHAVIOUR=${CG_CEPH_STANDBY_BEHAVIOUR:-redirect}
 case "$REQ_BEHAVIOUR" in redirect|error) ;; *) die 2 "CG_CEPH_STANDBY_BEHAVIOUR must be redirect or error" ;; esac
 REQ_STATUS=${CG_CEPH_STANDBY_STATUS:-}
@@ -60,9 +65,11 @@ REQ_JWT_TTL=${CG_CEPH_JWT_TTL:-}
 
 # ------------------------------------------------------------------ packages
 PKGS=(ceph-mon ceph-mgr ceph-mgr-dashboard ceph-common uuid-runtime curl openssl)
+COMMANDS=(ceph-mon ceph-mgr ceph ceph-authtool monmaptool uuidgen curl openssl)
+if [ "$REQ_DATA" = 1 ]; then PKGS+=(ceph-osd radosgw python3); COMMANDS+=(ceph-osd radosgw radosgw-admin rbd python3); fi
 packages_missing() {
   local c
-  for c in ceph-mon ceph-mgr ceph ceph-authtool monmaptool uuidgen curl openssl; do
+  for c in "${COMMANDS[@]}"; do
     command -v "$c" >/dev/null 2>&1 || return 0
   done
   [ -f /usr/share/ceph/mgr/dashboard/module.py ] || return 0
@@ -95,9 +102,17 @@ INSTALL=${CG_CEPH_INSTALL:-auto}
 is_true "${CG_CEPH_NO_INSTALL:-}" && INSTALL=never
 case "$INSTALL" in auto|always|never) ;; *) die 2 "CG_CEPH_INSTALL must be auto, always or never" ;; esac
 if [ "$CGD_RELEASE" != 16.2 ]; then
-  # the release's root: built (and timed) on first use, then reused
-  if [ "$INSTALL" = never ]; then "${CGD_IN_ROOT[0]}" path "$CGD_RELEASE" >/dev/null || exit 3
+  # the release's root: built (and timed) on first use, then reused; with data, ceph-osd and
+  # radosgw are added to it once (release-root.sh data)
+  if [ "$INSTALL" = never ]; then
+    root=$("${CGD_IN_ROOT[0]}" path "$CGD_RELEASE") || exit 3
+    if [ "$REQ_DATA" = 1 ] && ! { [ -x "$root/usr/bin/ceph-osd" ] && [ -x "$root/usr/bin/radosgw" ]; }; then
+      die 3 "the Ceph $CGD_RELEASE root has no ceph-osd/radosgw and installing is forbidden (release-root.sh data $CGD_RELEASE)"
+    fi
+  elif [ "$REQ_DATA" = 1 ]; then "${CGD_IN_ROOT[0]}" data "$CGD_RELEASE" >/dev/null || exit 3
   else "${CGD_IN_ROOT[0]}" build "$CGD_RELEASE" >/dev/null || exit 3; fi
+  # the host parses radosgw-admin's answer
+  [ "$REQ_DATA" = 0 ] || command -v python3 >/dev/null 2>&1 || die 3 "--data needs python3 on the host"
 else
   case "$INSTALL" in
     auto) if packages_missing; then install_packages; fi ;;
@@ -105,6 +120,94 @@ else
     never) if packages_missing; then die 3 "ceph packages missing and installing is forbidden; install: ${PKGS[*]}"; fi ;;
   esac
 fi
+
+# ------------------------------------------------------------------ a cluster with data (--data)
+DATA_POOL=cg-data
+DATA_IMAGE=cg-image
+RGW_USER=cg-user
+# the OSD, the radosgw and the pools, in ceph.conf: every pool has size 1 and few PGs (one
+# OSD holds them all), the OSD keeps its objects in memory (memstore) and binds loopback only
+data_global() {
+  cat <<EOF
+mon allow pool size one = true
+mon warn on pool no redundancy = false
+osd pool default pg autoscale mode = off
+osd pool default pg num = 8
+osd pool default pgp num = 8
+mon max pg per osd = 1000
+osd crush chooseleaf type = 0
+EOF
+}
+data_sections() {
+  cat <<EOF
+[osd]
+osd data = $DIR/osd/\$cluster-\$id
+keyring = $DIR/osd/\$cluster-\$id/keyring
+osd objectstore = memstore
+memstore device bytes = $((512 * 1024 * 1024))
+[client.rgw.a]
+keyring = $DIR/rgw/keyring
+rgw data = $DIR/rgw
+rgw frontends = beast endpoint=$CGD_ADDR:$CG_RGW_PORT
+rgw thread pool size = 16
+EOF
+}
+# osd.0 (its key is in the mon's keyring from the start) made and started, then the radosgw,
+# which creates its pools once the OSD is up: all while mgr x boots
+data_daemons() {
+  local uuid
+  uuid=$(cat /proc/sys/kernel/random/uuid)
+  log "creating osd.0 (memstore) and the pool $DATA_POOL"
+  printf '%s\n' "osd new $uuid 0" "osd pool create $DATA_POOL 8 8 replicated" \
+    "osd pool application enable $DATA_POOL rbd" | cg_ceph >"$DIR/log/data.out" 2>"$DIR/log/data.err" ||
+    die 1 "creating osd.0 and the pool failed: $(head -3 "$DIR/log/data.err")"
+  if grep -q '^Error' "$DIR/log/data.err"; then die 1 "creating osd.0 and the pool failed: $(head -3 "$DIR/log/data.err")"; fi
+  ${CGD_IN_ROOT[@]+"${CGD_IN_ROOT[@]}"} ceph-osd -c "$CONF" -i 0 --mkfs --osd-uuid "$uuid" \
+    >"$DIR/log/osd.0.mkfs" 2>&1 || die 1 "ceph-osd --mkfs failed"
+  start_daemon osd.0
+  start_daemon rgw.a
+}
+rgw_answers() { [ "$(http_code "$CG_RGW_URL/")" = 200 ]; }
+# the service account's token in DIR/.auth-header (a curl header file, mode 600)
+service_token() {
+  local token
+  token=$(curl -s --noproxy '*' --max-time 10 ${CGD_CURL_TLS[@]+"${CGD_CURL_TLS[@]}"} -X POST \
+    -H "Accept: $CGD_ACCEPT" -H 'Content-Type: application/json' --data-binary @- "$CG_DASH_URL/api/auth" \
+    <<<"{\"username\": $(json_str "$CG_SERVICE_USER"), \"password\": $(json_str "$CG_SERVICE_PASSWORD")}" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])') || return 1
+  printf 'Authorization: Bearer %s\n' "$token" >"$DIR/.auth-header"
+}
+dashboard_lists() {  # path text [version] -> GET path (as the service account) answers 200 naming text
+  local answer
+  answer=$(curl -s --noproxy '*' --max-time 20 ${CGD_CURL_TLS[@]+"${CGD_CURL_TLS[@]}"} -H @"$DIR/.auth-header" \
+    -H "Accept: application/vnd.ceph.api.v${3:-1.0}+json" -w '\n%{http_code}' "$CG_DASH_URL$1") || return 1
+  [ "${answer##*$'\n'}" = 200 ] && [[ $answer == *"\"$2\""* ]]
+}
+# the image, the RGW user, and the dashboard's own RGW credentials (its system user
+# "dashboard"), once the radosgw serves (so the OSD is up and the pools exist)
+data_contents() {
+  local user
+  wait_for "the radosgw at $CG_RGW_URL" rgw_answers
+  log "radosgw answers at $CG_RGW_URL; creating $DATA_POOL/$DATA_IMAGE and the RGW user $RGW_USER"
+  timeout 120 ${CGD_IN_ROOT[@]+"${CGD_IN_ROOT[@]}"} rbd -c "$CONF" create --size 64M "$DATA_POOL/$DATA_IMAGE" \
+    >"$DIR/log/rbd.out" 2>&1 || die 1 "rbd create failed: $(tail -3 "$DIR/log/rbd.out")"
+  user=$(timeout 120 ${CGD_IN_ROOT[@]+"${CGD_IN_ROOT[@]}"} radosgw-admin -c "$CONF" user create \
+    --uid="$RGW_USER" --display-name="clustergate test user" 2>"$DIR/log/rgw-user.err") ||
+    die 1 "radosgw-admin user create failed: $(tail -3 "$DIR/log/rgw-user.err")"
+  read -r CG_RGW_ACCESS_KEY CG_RGW_SECRET_KEY < <(printf '%s' "$user" | python3 -c '
+import json, sys
+key = json.load(sys.stdin)["keys"][0]
+print(key["access_key"], key["secret_key"])') || die 1 "radosgw-admin user create gave no keys"
+  cg_ceph dashboard set-rgw-credentials >"$DIR/log/rgw-credentials.out" 2>&1 ||
+    die 1 "ceph dashboard set-rgw-credentials failed: $(tail -3 "$DIR/log/rgw-credentials.out")"
+  CG_DATA_POOL=$DATA_POOL; CG_DATA_IMAGE=$DATA_IMAGE; CG_RGW_USER=$RGW_USER
+  service_token || die 1 "the service account cannot log in"
+  wait_for "the dashboard to list the RGW user $RGW_USER" dashboard_lists /api/rgw/user "$RGW_USER"
+  # the image list is version 2.0 (paginated) in every release
+  wait_for "the dashboard to list the image $DATA_IMAGE" dashboard_lists /api/block/image "$DATA_IMAGE" 2.0
+  rm -f "$DIR/.auth-header"
+  log "data ready: pool $DATA_POOL, image $DATA_IMAGE, RGW user $RGW_USER at $CG_RGW_URL"
+}
 
 # ------------------------------------------------------------------ lock DIR, reuse a live instance
 mkdir -p "$DIR" || die 2 "cannot create $DIR"
@@ -125,12 +228,15 @@ healthy() {  # the active mgr answers POST /api/auth with 201 for the service ac
   a=$(mgr_active) && login_ok "$(mgr_url "$a")" "$CG_SERVICE_USER" "$CG_SERVICE_PASSWORD"
 }
 existing_instance() {  # DIR has live daemons: exit 0 if healthy and as requested, else exit 4
-  local problems=() want_mgrs=2 active url
+  local problems=() want_mgrs=2 want_data=0 active url
   env_load || die 4 "$DIR has live ceph daemons but no dashboard.env; run stop-dashboard.sh $DIR"
   [ -z "$REQ_RELEASE" ] || [ "$REQ_RELEASE" = "$CGD_RELEASE" ] ||
     problems+=("Ceph $REQ_RELEASE requested, instance runs $CGD_RELEASE")
   [ -n "${CG_DASH_STANDBY_URL:-}" ] || want_mgrs=1
-  [ "$(live_daemons)" = $((1 + want_mgrs)) ] &&
+  [ "${CG_CEPH_DATA:-0}" = 0 ] || want_data=2
+  [ -z "$REQ_DATA_GIVEN" ] || [ "$REQ_DATA" = "${CG_CEPH_DATA:-0}" ] ||
+    problems+=("data $REQ_DATA requested (--data, CG_CEPH_DATA), instance has ${CG_CEPH_DATA:-0}")
+  [ "$(live_daemons)" = $((1 + want_mgrs + want_data)) ] &&
     pid_is_ours "$(pids_get mon.a)" mon.a && pid_is_ours "$(pids_get mgr.x)" mgr.x ||
     problems+=("not all of its daemons are running (see $DIR/pids; mgr.sh $DIR start all)")
   # settings given explicitly must match; unset ones accept whatever the instance has
@@ -224,7 +330,8 @@ if ! [[ $PORT_RANGE =~ ^([0-9]+)-([0-9]+)$ ]] || [ "${BASH_REMATCH[1]}" -lt 1024
   die 2 "CG_CEPH_PORT_RANGE must be LO-HI within 1024-65535, at least 100 ports wide"
 fi
 RANGE_LO=${BASH_REMATCH[1]}; RANGE_HI=${BASH_REMATCH[2]}
-MSGR_WIDTH=${CG_CEPH_MSGR_PORTS:-10}
+# each mgr binds 2 ports of the window, the OSD 8 (public, cluster, two heartbeats; v2 and v1)
+MSGR_WIDTH=${CG_CEPH_MSGR_PORTS:-$((REQ_DATA == 1 ? 20 : 10))}
 
 choose_port() {  # VAR override -> sets VAR to the forced port (checked) or a free one
   local var=$1 forced=$2
@@ -246,6 +353,8 @@ choose_ports() {  # runs under the registry lock
   choose_port CG_DASH_X_PORT "${CG_CEPH_MGR_X_PORT:-}"
   CG_DASH_Y_PORT=""
   [ "$REQ_STANDBY" = 0 ] || choose_port CG_DASH_Y_PORT "${CG_CEPH_MGR_Y_PORT:-}"
+  CG_RGW_PORT=""
+  [ "$REQ_DATA" = 0 ] || choose_port CG_RGW_PORT "${CG_CEPH_RGW_PORT:-}"
   if [ -n "${CG_CEPH_MSGR_PORT_MIN:-}${CG_CEPH_MSGR_PORT_MAX:-}" ]; then
     CG_MSGR_PORT_MIN=${CG_CEPH_MSGR_PORT_MIN:?set both CG_CEPH_MSGR_PORT_MIN and _MAX}
     CG_MSGR_PORT_MAX=${CG_CEPH_MSGR_PORT_MAX:?set both CG_CEPH_MSGR_PORT_MIN and _MAX}
@@ -259,10 +368,10 @@ choose_ports() {  # runs under the registry lock
     CG_MSGR_PORT_MIN=$REPLY; CG_MSGR_PORT_MAX=$((REPLY + MSGR_WIDTH - 1))
   fi
   # shellcheck disable=SC2153  # set by choose_port through printf -v
-  reg_rewrite "$DIR $(date +%s) $CG_MON_PORT $CG_MON_V1_PORT $CG_DASH_X_PORT $CG_DASH_Y_PORT $CG_MSGR_PORT_MIN-$CG_MSGR_PORT_MAX"
+  reg_rewrite "$DIR $(date +%s) $CG_MON_PORT $CG_MON_V1_PORT $CG_DASH_X_PORT $CG_DASH_Y_PORT $CG_RGW_PORT $CG_MSGR_PORT_MIN-$CG_MSGR_PORT_MAX"
 }
 reg_locked choose_ports
-log "ports: mon v2 $CG_MON_PORT v1 $CG_MON_V1_PORT, dashboard x $CG_DASH_X_PORT${CG_DASH_Y_PORT:+ y $CG_DASH_Y_PORT}, mgr messenger $CG_MSGR_PORT_MIN-$CG_MSGR_PORT_MAX"
+log "ports: mon v2 $CG_MON_PORT v1 $CG_MON_V1_PORT, dashboard x $CG_DASH_X_PORT${CG_DASH_Y_PORT:+ y $CG_DASH_Y_PORT}${CG_RGW_PORT:+, radosgw $CG_RGW_PORT}, messenger $CG_MSGR_PORT_MIN-$CG_MSGR_PORT_MAX"
 
 if [ "$REQ_TLS" = 1 ]; then SCHEME=https; else SCHEME=http; fi
 CG_CEPH_RELEASE=$CGD_RELEASE
@@ -276,6 +385,9 @@ CG_DASH_URLS="$CG_DASH_URL${CG_DASH_STANDBY_URL:+ $CG_DASH_STANDBY_URL}"
 CG_DASH_STANDBY_BEHAVIOUR=$REQ_BEHAVIOUR
 CG_DASH_STANDBY_CODE=$REQ_CODE
 CG_JWT_TTL=${REQ_JWT_TTL:-28800}
+CG_CEPH_DATA=$REQ_DATA
+CG_RGW_URL=""; [ "$REQ_DATA" = 0 ] || CG_RGW_URL="http://$CGD_ADDR:$CG_RGW_PORT"
+CG_DATA_POOL=""; CG_DATA_IMAGE=""; CG_RGW_USER=""; CG_RGW_ACCESS_KEY=""; CG_RGW_SECRET_KEY=""
 
 # ------------------------------------------------------------------ users and passwords
 gen_password() { openssl rand -base64 18 | tr '+/' '-_'; }   # 24 characters [A-Za-z0-9_-]
@@ -321,6 +433,7 @@ osd pool default min size = 1
 mon allow pool delete = true
 mon data avail warn = 1
 mon data avail crit = 0
+$([ "$REQ_DATA" = 0 ] || data_global)
 # only the dashboard on first boot: the default "restful" module cannot load on Debian 12
 # (python3-cryptography/PyO3 refuses ceph-mgr's sub-interpreters)
 mgr initial modules = dashboard iostat
@@ -333,6 +446,7 @@ keyring = $DIR/mon/\$cluster-\$id/keyring
 mgr data = $DIR/mgr/\$cluster-\$id
 keyring = $DIR/mgr/\$cluster-\$id/keyring
 EOF
+[ "$REQ_DATA" = 0 ] || data_sections >>"$CONF"
 
 log "creating keys and the monmap in $DIR"
 (
@@ -342,6 +456,15 @@ log "creating keys and the monmap in $DIR"
   tool ceph-authtool --create-keyring "$DIR/keyring" --gen-key -n client.admin \
     --cap mon 'allow *' --cap osd 'allow *' --cap mds 'allow *' --cap mgr 'allow *' >/dev/null
   tool ceph-authtool "$DIR/mon.keyring" --import-keyring "$DIR/keyring" >/dev/null
+  if [ "$REQ_DATA" = 1 ]; then
+    mkdir -p "$DIR/osd/ceph-0" "$DIR/rgw"
+    tool ceph-authtool --create-keyring "$DIR/osd/ceph-0/keyring" --gen-key -n osd.0 \
+      --cap mon 'allow profile osd' --cap mgr 'allow profile osd' --cap osd 'allow *' >/dev/null
+    tool ceph-authtool --create-keyring "$DIR/rgw/keyring" --gen-key -n client.rgw.a \
+      --cap mon 'allow rw' --cap mgr 'allow rw' --cap osd 'allow rwx' >/dev/null
+    tool ceph-authtool "$DIR/mon.keyring" --import-keyring "$DIR/osd/ceph-0/keyring" >/dev/null
+    tool ceph-authtool "$DIR/mon.keyring" --import-keyring "$DIR/rgw/keyring" >/dev/null
+  fi
   for id in x ${CG_DASH_Y_PORT:+y}; do
     tool ceph-authtool --create-keyring "$DIR/mgr/ceph-$id/keyring" --gen-key -n "mgr.$id" \
       --cap mon 'allow profile mgr' --cap osd 'allow *' --cap mds 'allow *' >/dev/null
@@ -401,6 +524,8 @@ curl_setup
 
 # ------------------------------------------------------------------ mgrs
 start_daemon mgr.x
+# while the mgr imports its modules (the longest part of a start)
+[ "$REQ_DATA" = 0 ] || data_daemons
 wait_for "mgr.x to become the active mgr" mgr_activated_since x 0
 if [ -n "$CG_DASH_Y_PORT" ]; then
   # started only once x is active, so y is the standby; it boots while x creates the users
@@ -445,6 +570,8 @@ if [ -n "$CG_DASH_STANDBY_URL" ]; then
   log "standby mgr.y answers $REQ_CODE at $CG_DASH_STANDBY_URL"
   mgr_is_active x || die 1 "mgr.x is no longer the active mgr"
 fi
+
+[ "$REQ_DATA" = 0 ] || data_contents
 
 # ------------------------------------------------------------------ results
 printf '%s' "$CG_SERVICE_PASSWORD" >"$CG_SERVICE_PASSWORD_FILE"

@@ -3,8 +3,9 @@
 #
 #   deploy/ceph-dev/stop-dashboard.sh [DIR] [--purge]    DIR default: $CG_CEPH_DIR or /tmp/clustergate-ceph
 #
-# Stops exactly the pids recorded in DIR/pids -- mgrs first, then the mon -- and only while
-# /proc/PID/cmdline still reads "ceph-<type> -f -i <id> -c DIR/ceph.conf": SIGTERM, then SIGKILL
+# Stops exactly the pids recorded in DIR/pids -- the last started first: radosgw and OSD (with
+# data), mgrs, then the mon -- and only while /proc/PID/cmdline still reads
+# "PROGRAM -f WHO -c DIR/ceph.conf" (lib.sh's daemon_argv): SIGTERM, then SIGKILL
 # after CG_CEPH_STOP_TIMEOUT seconds (default 15). Releases the instance's port reservations.
 # For 18.2/20.2 nothing is mounted on the host (each daemon's mounts are in its own mount
 # namespace and end with it); the empty mount point of DIR in the release's root is removed.

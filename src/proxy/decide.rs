@@ -21,7 +21,7 @@ use crate::forward::{self, Forward};
 use crate::routes::Route;
 use crate::state::{unix_now, unix_now_ms};
 use crate::upstream::in_flight::Place;
-use crate::upstream::Backend;
+use crate::upstream::{Backend, Upstreams};
 use crate::users::RoleEdition;
 
 /// What `request_filter` decided.
@@ -43,7 +43,12 @@ impl Gateway {
         request::refuse_bodies_of_get_and_head(session)?;
         let path = paths::normalize(session.req_header().uri.path())?;
         ctx.route = Route::classify(&path);
-        let needs_backends = matches!(ctx.route, Route::TokenCheck | Route::Api | Route::Other);
+        // A login's and a check's `permissions` are of the managers' release, learned by
+        // the first check.
+        let needs_backends = matches!(
+            ctx.route,
+            Route::Login | Route::TokenCheck | Route::Api | Route::Other
+        );
         if needs_backends && !self.upstreams.checked() {
             // Boxed: rare (a fresh process), and this future is moved on every request.
             let limit = self.upstreams.timeouts.health_probe;
@@ -89,9 +94,7 @@ impl Gateway {
         let (table, edition) = release_in_effect(&admission, active.flatten());
         let lookup = admission.lookup(table, &session.req_header().method, path, ctx.route);
         let request = access::Request::of(session.req_header(), ctx.route, path, edition);
-        let admitted = self
-            .admit(&admission, request, lookup, active.is_some())
-            .await;
+        let admitted = self.admit(&admission, request, lookup, active).await;
         ctx.operation = lookup.operation.map(|id| (admission, id));
         let forward = admitted?;
         ctx.subject.of_user(forward.user.as_deref());
@@ -101,23 +104,25 @@ impl Gateway {
         Ok(forward)
     }
 
-    /// Admission (405, 401, 404, 403, 415), then a manager to forward to (503).
+    /// Admission (405, 401, 404, 403, 415), then a manager to forward to whose release is
+    /// known (503): `active` is `Upstreams::active_release`.
     async fn admit(
         &self,
         admission: &Admission,
         request: access::Request<'_>,
         lookup: Lookup,
-        manager_active: bool,
+        active: Option<Option<CephRelease>>,
     ) -> Result<Forward, GatewayError> {
         let path = request.path;
         let forward = admission
             .admit(request, lookup, unix_now())
             .await
             .map_err(|e| GatewayError::refused_admission(e, path))?;
-        if !manager_active {
-            return Err(GatewayError::no_active_backend());
+        match active {
+            None => Err(GatewayError::no_active_backend()),
+            Some(None) => Err(GatewayError::release_unknown()),
+            Some(Some(_)) => Ok(forward),
         }
-        Ok(forward)
     }
 
     /// The table and the system roles that apply now (see [`release_in_effect`]).
@@ -132,6 +137,16 @@ impl Gateway {
             None => self.upstreams.max_open_body_bytes,
             Some(_) => self.upstreams.max_body_bytes,
         }
+    }
+
+    /// The system roles an auth endpoint answers with (see [`roles_answered`]). A logout
+    /// grants nothing: it is answered whatever is known.
+    fn auth_roles(&self, route: Route) -> Result<RoleEdition, GatewayError> {
+        let (_, guess) = self.release_now(&self.admission.load());
+        if route == Route::Logout {
+            return Ok(guess);
+        }
+        roles_answered(&self.upstreams, guess).ok_or_else(GatewayError::release_unknown)
     }
 
     /// Up to `bytes` of a request body, within `server.body_timeout_ms`.
@@ -193,7 +208,7 @@ impl Gateway {
         }
         let limits = self.body_limits(auth::BODY_LIMIT);
         let body = request::read_body(session, limits, &self.body_budget).await?;
-        let (_, edition) = self.release_now(&self.admission.load());
+        let edition = self.auth_roles(ctx.route)?;
         let req = AuthRequest::of(session.req_header(), body.bytes, ctx.client, edition);
         let serving = self.readiness.check().is_ok();
         self.auth
@@ -212,4 +227,53 @@ fn release_in_effect(
 ) -> (TableChoice, RoleEdition) {
     let table = admission.table_for(manager);
     (table, RoleEdition::of(manager.or(table.release)))
+}
+
+/// The system roles whose `permissions` a login or a token check answers with: those of
+/// the release the managers are known to run (`Upstreams::release_known`); without
+/// dashboards, where nothing is forwarded, `guess`. `None` while that release is not
+/// known: the newest table's roles could grant more than the manager's dashboard would
+/// (20.2's pool-manager reads `prometheus`, 16.2's does not).
+fn roles_answered(upstreams: &Upstreams, guess: RoleEdition) -> Option<RoleEdition> {
+    if upstreams.backends().is_empty() {
+        return Some(guess);
+    }
+    upstreams
+        .release_known()
+        .map(|release| RoleEdition::of(Some(release)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::BackendState;
+
+    #[test]
+    fn logins_and_checks_answer_the_roles_of_the_release_the_managers_are_known_to_run() {
+        let guess = RoleEdition::Tentacle;
+        assert_eq!(
+            roles_answered(&Upstreams::none(), guess),
+            Some(guess),
+            "no dashboards: nothing is forwarded"
+        );
+        let upstreams = Upstreams::for_tests(1);
+        let manager = upstreams.backends()[0].clone();
+        assert_eq!(
+            roles_answered(&upstreams, guess),
+            None,
+            "before the first check"
+        );
+        manager.set_state(BackendState::Active);
+        assert_eq!(roles_answered(&upstreams, guess), None, "it would not say");
+        manager.set_release(CephRelease::parse("16.2"));
+        assert_eq!(
+            roles_answered(&upstreams, guess),
+            Some(RoleEdition::Pacific)
+        );
+        manager.set_release(CephRelease::parse("20.2"));
+        assert_eq!(
+            roles_answered(&upstreams, RoleEdition::Pacific),
+            Some(RoleEdition::Tentacle)
+        );
+    }
 }

@@ -92,7 +92,7 @@ impl HealthChecker {
     /// Before a manager is first recorded as the active one (a failover, a restart seen as
     /// down, the first check), asks it which release it runs: requests wait for the first
     /// check, so none is checked against a table the manager may not have. A manager that
-    /// will not say keeps being asked at each check (and gets the newest table).
+    /// will not say keeps being asked at each check (and is answered 503 for until then).
     async fn learn_release(&self, backend: &Arc<Backend>, state: BackendState) {
         let becomes_active = backend.state() != BackendState::Active;
         if state != BackendState::Active || !(becomes_active || backend.release().is_none()) {
@@ -110,7 +110,7 @@ impl HealthChecker {
                     tracing::debug!(server = %backend.base, error = %e, "cannot learn the manager's Ceph release");
                     return;
                 }
-                tracing::warn!(server = %backend.base, error = %e, "cannot learn the manager's Ceph release: the newest table applies until it can");
+                tracing::warn!(server = %backend.base, error = %e, "cannot learn the manager's Ceph release: logins, token checks and its requests are answered 503 until it can");
             }
         }
     }

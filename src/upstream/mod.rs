@@ -291,6 +291,20 @@ impl Upstreams {
             .map(|b| b.release())
     }
 
+    /// The release the managers are known to run: the active manager's once learned; with
+    /// no manager active, the one release every backend was last seen to run (a failover
+    /// in progress). `None`: not known -- nothing learned yet (a fresh process, a manager
+    /// that will not say) or backends last seen on different releases.
+    pub fn release_known(&self) -> Option<CephRelease> {
+        if let Some(active) = self.active_release() {
+            return active;
+        }
+        let backends = self.backends.load();
+        let mut releases = backends.iter().map(|b| b.release());
+        let first = releases.next().flatten()?;
+        releases.all(|r| r == Some(first)).then_some(first)
+    }
+
     /// Shows the configured backends in the upstream gauges, the active one being the
     /// one `active` picks, each known release with the table `table_of` it gives (called at
     /// each scrape).
@@ -408,6 +422,41 @@ impl Upstreams {
 mod tests {
     use super::*;
     use pingora::protocols::http::v1::client::HttpSession;
+
+    #[test]
+    fn the_release_known_is_the_active_managers_else_the_one_all_were_last_seen_on() {
+        let release = |text: &str| CephRelease::parse(text);
+        let upstreams = Upstreams::for_tests(2);
+        let [x, y] = [0, 1].map(|i| upstreams.backends()[i].clone());
+        assert_eq!(upstreams.release_known(), None, "nothing learned yet");
+        x.set_state(BackendState::Active);
+        assert_eq!(
+            upstreams.release_known(),
+            None,
+            "active, its release not told"
+        );
+        y.set_release(release("20.2"));
+        assert_eq!(
+            upstreams.release_known(),
+            None,
+            "a standby's is not the active one's"
+        );
+        x.set_release(release("16.2"));
+        assert_eq!(upstreams.release_known(), release("16.2"));
+        x.set_state(BackendState::Down);
+        assert_eq!(
+            upstreams.release_known(),
+            None,
+            "none active, releases differ"
+        );
+        y.set_release(release("16.2"));
+        assert_eq!(
+            upstreams.release_known(),
+            release("16.2"),
+            "none active, one release"
+        );
+        assert_eq!(Upstreams::none().release_known(), None);
+    }
 
     #[tokio::test]
     async fn a_dashboards_answer_is_read_without_its_header_case() {

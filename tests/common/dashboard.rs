@@ -32,6 +32,8 @@ pub struct DashboardOptions {
     pub standby_behaviour: Option<&'static str>,
     /// The standby's status in `error` mode (default 500).
     pub standby_status: Option<u16>,
+    /// A cluster that holds data (`--data`): an OSD, a radosgw, a pool, an image, an RGW user.
+    pub data: bool,
 }
 
 /// A running dashboard instance, as its `dashboard.env` describes it.
@@ -131,6 +133,9 @@ impl Dashboard {
         if let Some(status) = options.standby_status {
             cmd.env("CG_CEPH_STANDBY_STATUS", status.to_string());
         }
+        if options.data {
+            cmd.env("CG_CEPH_DATA", "1");
+        }
         let started = Instant::now();
         let out = cmd
             .output()
@@ -170,6 +175,25 @@ impl Dashboard {
             owned,
             _turn: None,
         }
+    }
+
+    /// A dashboard of `release` whose cluster holds data: the shared one when it was started
+    /// with data (tests/run.sh does), else one of its own, stopped when dropped.
+    pub fn with_data(release: &'static str) -> WithData {
+        let shared = Dashboard::shared_release(release);
+        if shared.has_data() {
+            return WithData::Shared(shared);
+        }
+        WithData::Own(Dashboard::dedicated(DashboardOptions {
+            release: Some(release),
+            data: true,
+            ..DashboardOptions::default()
+        }))
+    }
+
+    /// Whether its cluster holds data (`start-dashboard.sh --data`).
+    pub fn has_data(&self) -> bool {
+        self.env.get("CG_CEPH_DATA").is_some_and(|v| v == "1")
     }
 
     /// A key of dashboard.env; panics when it is missing.
@@ -402,6 +426,23 @@ impl Drop for Dashboard {
                 output_text(&out)
             ),
             Err(e) => eprintln!("stop-dashboard.sh {}: {e}", self.dir.display()),
+        }
+    }
+}
+
+/// A dashboard whose cluster holds data (`Dashboard::with_data`).
+pub enum WithData {
+    Shared(&'static Dashboard),
+    Own(Dashboard),
+}
+
+impl std::ops::Deref for WithData {
+    type Target = Dashboard;
+
+    fn deref(&self) -> &Dashboard {
+        match self {
+            WithData::Shared(dashboard) => dashboard,
+            WithData::Own(dashboard) => dashboard,
         }
     }
 }
