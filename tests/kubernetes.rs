@@ -313,12 +313,19 @@ fn worst_case_memory(config: &toml::Table, limit: u64, cores: u64) -> u64 {
     let answer = setting(config, "answer_cache", "max_answer_bytes", 8 * MIB);
     let in_flight = setting(config, "upstream", "max_in_flight", 8);
     let hashes = setting(config, "auth", "max_concurrent_hashes", (cores / 2).max(1));
-    PROCESS + bodies + cache + in_flight * (answer + REDACTED_ANSWER) + hashes * HASH
+    // Answers read ahead of slow clients (upstream::answer_buffer): all of them together.
+    let answer_buffers = setting(config, "upstream", "answer_buffers_total_bytes", 64 * MIB);
+    PROCESS
+        + bodies
+        + cache
+        + in_flight * (answer + REDACTED_ANSWER)
+        + hashes * HASH
+        + answer_buffers
 }
 
 /// The pod's memory limit holds everything each ConfigMap's configuration lets the gateway
 /// hold at once: request bodies (`server.body_budget_bytes`), kept answers, answers in
-/// flight, password hashes, and the process with many connections (capped per address).
+/// flight and read ahead of slow clients, password hashes, and the process with many connections (capped per address).
 /// Past it the kernel kills the gateway (issue 33: 21 open requests did, before bodies
 /// had a budget).
 #[test]

@@ -217,6 +217,8 @@ impl Changed {
         self.key(
             "upstream.login_backoff_min_ms, upstream.login_backoff_max_ms",
             *login_backoff != b.login_backoff,
+        );
+        self.key(
             "upstream.answer_buffer_bytes, upstream.answer_buffers_total_bytes",
             *answer_buffers != b.answer_buffers,
         );

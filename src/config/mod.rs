@@ -34,8 +34,7 @@ pub use roles::RolesConfig;
 pub use server::{ClientLimits, MetricsConfig, ServerConfig, TlsMode};
 pub use upstream::{
     AnswerBufferLimits, BackendUrl, InFlightLimits, LoginBackoff, Timeouts, UpstreamConfig,
-    UpstreamIdentity,
-    UpstreamTrust,
+    UpstreamIdentity, UpstreamTrust,
 };
 pub use users::UsersConfig;
 

@@ -476,8 +476,8 @@ mod tests {
         let (account, _) = account();
         let new = |account: &ServiceAccount| account.password().1;
         assert!(new(&account), "at start");
-        assert!(RETRY_CEILING < NEW_PASSWORD_CEILING);
-        assert!(NEW_PASSWORD_CEILING < DASHBOARD_LOCKOUT_ATTEMPTS);
+        const { assert!(RETRY_CEILING < NEW_PASSWORD_CEILING) };
+        const { assert!(NEW_PASSWORD_CEILING < DASHBOARD_LOCKOUT_ATTEMPTS) };
         account.refused_password(&Secret::new(b"pw".to_vec()));
         assert!(!new(&account));
         // A reload that reads the same password changes nothing; another one is new.
