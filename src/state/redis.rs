@@ -23,6 +23,7 @@ mod credential_resets;
 mod dashboard_attempts;
 mod failed_logins;
 mod sealed;
+mod used_tokens;
 mod user_sessions;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -146,6 +147,9 @@ pub(super) fn stores(settings: RedisSettings) -> Result<Stores, StateError> {
             redis: redis.clone(),
         }),
         credential_resets: Arc::new(credential_resets::RedisCredentialResets {
+            redis: redis.clone(),
+        }),
+        used_tokens: Arc::new(used_tokens::RedisUsedTokens {
             redis: redis.clone(),
         }),
         health: redis.health.clone(),
@@ -1097,6 +1101,7 @@ mod tests {
         contract::upstream_tokens(gateway.stores.upstream_tokens.as_ref()).await;
         contract::user_sessions(gateway.stores.user_sessions.as_ref()).await;
         contract::credential_resets(gateway.stores.credential_resets.as_ref()).await;
+        contract::used_tokens(gateway.stores.used_tokens.as_ref()).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
