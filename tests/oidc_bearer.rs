@@ -405,13 +405,15 @@ async fn id_tokens_and_logout_tokens_are_not_access_tokens() {
 #[tokio::test]
 async fn a_provider_user_named_like_a_users_file_user_is_shown_apart() {
     let dash = Dashboard::shared();
-    let idp = OidcProvider::start(&[(ADMIN, &[VIEWERS]), ("watcher", &[VIEWERS])]);
+    let idp = OidcProvider::start(&[(ADMIN, &[POOLS]), ("watcher", &[VIEWERS])]);
     let gw = gateway(dash, &idp).start();
     let token = idp.token(ADMIN).await;
     let check = gw.check(&token).await.json();
     assert_eq!(check["username"], "oidc:admin", "{check}");
     assert_eq!(check["sso"], true);
     assert_eq!(gw.api_get("/api/pool", Some(&token)).await.status, 200);
+    // A write, which the audit records.
+    assert_ne!(delete(&gw, &token).await, 403);
     let watcher = gw.check(&idp.token("watcher").await).await.json();
     assert_eq!(watcher["username"], "watcher", "{watcher}");
     let mut prefixed = idp.claims("watcher", &[VIEWERS]);
@@ -435,6 +437,15 @@ async fn a_provider_user_named_like_a_users_file_user_is_shown_apart() {
         calls.iter().all(|l| l["user"] != ADMIN),
         "a provider user shown as the users file's admin in\n{audit}"
     );
+}
+
+/// `logout_token` sent to `gw`'s back-channel logout, as the provider sends it.
+async fn post_logout(gw: &RunningGateway, token: &str) -> Reply {
+    let request = gw
+        .client()
+        .post(gw.url("/auth/oidc/backchannel-logout"))
+        .form(&[("logout_token", token)]);
+    gw.send(request).await
 }
 
 /// Issue 33, items 7 and 9, across two gateways sharing Redis: the provider's back-channel
@@ -463,15 +474,8 @@ async fn a_back_channel_logout_ends_the_provider_tokens_issued_before_it_once() 
     for gw in [&first, &second] {
         assert_eq!(gw.api_get("/api/pool", Some(&before)).await.status, 200);
     }
-    let post = |gw: &RunningGateway, token: &str| {
-        let request = gw
-            .client()
-            .post(gw.url("/auth/oidc/backchannel-logout"))
-            .form(&[("logout_token", token)]);
-        gw.send(request)
-    };
     let logout = idp.logout_token(Some("script-poolops"), None, now_secs());
-    let reply = post(&first, &logout).await;
+    let reply = post_logout(&first, &logout).await;
     assert_eq!(reply.status, 200, "{}", reply.text());
     for gw in [&first, &second] {
         let reply = gw.api_get("/api/pool", Some(&before)).await;
@@ -487,7 +491,7 @@ async fn a_back_channel_logout_ends_the_provider_tokens_issued_before_it_once() 
     );
     // The same logout token again, at either gateway: refused, it has been used.
     for gw in [&first, &second] {
-        let reply = post(gw, &logout).await;
+        let reply = post_logout(gw, &logout).await;
         assert_eq!(reply.status, 400, "{}", reply.text());
         assert!(reply.text().contains("used already"), "{}", reply.text());
     }
@@ -497,7 +501,7 @@ async fn a_back_channel_logout_ends_the_provider_tokens_issued_before_it_once() 
     let after = idp.token("poolops").await;
     assert_eq!(second.api_get("/api/pool", Some(&after)).await.status, 200);
     let late = idp.logout_token(Some("script-poolops"), None, now_secs() - 30);
-    assert_eq!(post(&second, &late).await.status, 200);
+    assert_eq!(post_logout(&second, &late).await.status, 200);
     for gw in [&first, &second] {
         assert_eq!(gw.api_get("/api/pool", Some(&after)).await.status, 200);
         assert_eq!(gw.api_get("/api/pool", Some(&before)).await.status, 401);
