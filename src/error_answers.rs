@@ -103,9 +103,10 @@ impl From<oidc::LoginError> for GatewayError {
                 detail: e.to_string(),
             },
             LoginError::Token(OidcError::NoRole { .. }) => GatewayError::Forbidden,
-            LoginError::State | LoginError::Refused(_) | LoginError::Token(_) => {
-                GatewayError::bad_request(e.to_string())
-            }
+            LoginError::State
+            | LoginError::Code
+            | LoginError::Refused(_)
+            | LoginError::Token(_) => GatewayError::bad_request(e.to_string()),
         }
     }
 }
@@ -339,6 +340,7 @@ mod tests {
             ),
             (AuthError::Unavailable("no keys".into()), 503),
             (AuthError::SingleSignOn(oidc::LoginError::State), 400),
+            (AuthError::SingleSignOn(oidc::LoginError::Code), 400),
             (AuthError::SingleSignOn(oidc::LoginError::Unavailable), 503),
             (
                 AuthError::SingleSignOn(oidc::LoginError::Exchange("x".into())),

@@ -41,6 +41,10 @@ pub struct Claims {
 pub struct ProviderIdentity {
     pub sub: String,
     pub groups: Vec<String>,
+    /// The provider's login session (its ID token's `sid`), which a back-channel logout
+    /// may name instead of `sub`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sid: Option<String>,
 }
 
 /// A browser login under way at the identity provider (authorization code flow), kept in
@@ -389,6 +393,7 @@ mod tests {
         let identity = ProviderIdentity {
             sub: "f3a1".into(),
             groups: vec!["ceph-pools".into()],
+            sid: Some("s-1".into()),
         };
         let issued = tokens.issue_sso("alice", identity.clone(), NOW).unwrap();
         assert_eq!(

@@ -343,3 +343,167 @@ async fn local_login_false_closes_api_auth_and_check_config_names_bad_keys() {
         "{stderr}"
     );
 }
+
+/// Issue 33, item 8: with the client id as the audience (`oidc.audience`'s default), the
+/// provider's ID tokens and logout tokens carry the audience and the groups as its access
+/// tokens do. Only tokens typed `at+jwt` (`oidc.access_token_types`) without `nonce` (ID
+/// tokens) or `events` (logout tokens) are taken on API paths; before, each of these was
+/// a pool-manager's token.
+#[tokio::test]
+async fn id_tokens_and_logout_tokens_are_not_access_tokens() {
+    let dash = Dashboard::shared();
+    let idp = provider();
+    let gw = Gateway::new()
+        .upstream(dash)
+        .oidc_for(&idp, BROWSER_CLIENT, &[(POOLS, &["pool-manager"])])
+        .start();
+    let mut access = idp.claims("poolops", &[POOLS]);
+    access["aud"] = json!(BROWSER_CLIENT);
+    let good = idp.sign("k1", &access);
+    assert_eq!(gw.api_get("/api/pool", Some(&good)).await.status, 200);
+    let mut id = access.clone();
+    id["nonce"] = json!("n-0123456789");
+    let mut logout = access.clone();
+    logout["events"] = json!({"http://schemas.openid.net/event/backchannel-logout": {}});
+    let cases = [
+        ("an ID token", idp.sign_typed("k1", None, &id)),
+        (
+            "an ID token typed JWT",
+            idp.sign_typed("k1", Some("JWT"), &id),
+        ),
+        ("an ID token typed at+jwt", idp.sign("k1", &id)),
+        (
+            "a logout token",
+            idp.sign_typed("k1", Some("logout+jwt"), &logout),
+        ),
+        ("a logout token typed at+jwt", idp.sign("k1", &logout)),
+        (
+            "a token typed JWT",
+            idp.sign_typed("k1", Some("JWT"), &access),
+        ),
+    ];
+    for (what, token) in &cases {
+        let reply = gw.api_get("/api/pool", Some(token)).await;
+        assert_eq!(reply.status, 401, "{what}: {}", reply.text());
+        assert_gateway_refusal(&reply, what);
+    }
+    assert_eq!(
+        gw.metric(
+            "clustergate_oidc_tokens_total",
+            &[("result", "not_access_token")]
+        )
+        .await,
+        cases.len() as f64
+    );
+}
+
+/// Issue 33, item 10: a provider user named like a users-file user is shown apart, as
+/// `oidc:<name>`, by the token check and in the audit (the name `X-Forwarded-User` and the
+/// log lines take too); so is a provider name that starts with `oidc:` itself. Other
+/// provider users keep their names; the users file's `admin` is unchanged. Before, the
+/// provider's `admin` was shown as the users file's.
+#[tokio::test]
+async fn a_provider_user_named_like_a_users_file_user_is_shown_apart() {
+    let dash = Dashboard::shared();
+    let idp = OidcProvider::start(&[(ADMIN, &[POOLS]), ("watcher", &[VIEWERS])]);
+    let gw = gateway(dash, &idp).start();
+    let token = idp.token(ADMIN).await;
+    let check = gw.check(&token).await.json();
+    assert_eq!(check["username"], "oidc:admin", "{check}");
+    assert_eq!(check["sso"], true);
+    assert_eq!(gw.api_get("/api/pool", Some(&token)).await.status, 200);
+    // A write, which the audit records.
+    assert_ne!(delete(&gw, &token).await, 403);
+    let watcher = gw.check(&idp.token("watcher").await).await.json();
+    assert_eq!(watcher["username"], "watcher", "{watcher}");
+    let mut prefixed = idp.claims("watcher", &[VIEWERS]);
+    prefixed["preferred_username"] = json!("oidc:admin");
+    let check = gw.check(&idp.sign("k1", &prefixed)).await.json();
+    assert_eq!(check["username"], "oidc:oidc:admin", "{check}");
+    let local = gw.login(ADMIN, ADMIN_PW).await;
+    assert_eq!(gw.check(&local).await.json()["username"], ADMIN);
+
+    let audit = std::fs::read_to_string(gw.dir().join("audit.log")).unwrap();
+    let calls: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["auth"] == "oidc")
+        .collect();
+    assert!(
+        calls.iter().any(|l| l["user"] == "oidc:admin"),
+        "no call by oidc:admin in\n{audit}"
+    );
+    assert!(
+        calls.iter().all(|l| l["user"] != ADMIN),
+        "a provider user shown as the users file's admin in\n{audit}"
+    );
+}
+
+/// `logout_token` sent to `gw`'s back-channel logout, as the provider sends it.
+async fn post_logout(gw: &RunningGateway, token: &str) -> Reply {
+    let request = gw
+        .client()
+        .post(gw.url("/auth/oidc/backchannel-logout"))
+        .form(&[("logout_token", token)]);
+    gw.send(request).await
+}
+
+/// Issue 33, items 7 and 9, across two gateways sharing Redis: the provider's back-channel
+/// logout of a user ends the provider's access tokens issued before it (before: only the
+/// gateway's own session tokens), on both gateways; its logout token is good once (before:
+/// a replay was taken again); and a logout ends only what was issued before its `iat`
+/// (before: before the moment it arrived, so a delayed or replayed one ended newer tokens).
+#[tokio::test]
+async fn a_back_channel_logout_ends_the_provider_tokens_issued_before_it_once() {
+    let dash = Dashboard::shared();
+    let redis = RedisServer::start();
+    let idp = provider();
+    let gateway = || {
+        Gateway::with_dashboard_users()
+            .upstream(dash)
+            .known_secret()
+            .redis_state(&redis)
+            .oidc(
+                &idp,
+                &[(POOLS, &["pool-manager"]), (VIEWERS, &["read-only"])],
+            )
+    };
+    let (first, second) = (gateway().start(), gateway().start());
+    let before = idp.token("poolops").await;
+    let other = idp.token("watcher").await;
+    for gw in [&first, &second] {
+        assert_eq!(gw.api_get("/api/pool", Some(&before)).await.status, 200);
+    }
+    let logout = idp.logout_token(Some("script-poolops"), None, now_secs());
+    let reply = post_logout(&first, &logout).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    for gw in [&first, &second] {
+        let reply = gw.api_get("/api/pool", Some(&before)).await;
+        assert_eq!(reply.status, 401, "{}", reply.text());
+        assert_gateway_refusal(&reply, "a token issued before the logout");
+        assert_eq!(gw.api_get("/api/pool", Some(&other)).await.status, 200);
+    }
+    assert_eq!(
+        first
+            .metric("clustergate_oidc_tokens_total", &[("result", "logged_out")])
+            .await,
+        1.0
+    );
+    // The same logout token again, at either gateway: refused, it has been used.
+    for gw in [&first, &second] {
+        let reply = post_logout(gw, &logout).await;
+        assert_eq!(reply.status, 400, "{}", reply.text());
+        assert!(reply.text().contains("used already"), "{}", reply.text());
+    }
+    // A token issued after the logout works; a logout token issued before that token
+    // (a late one, good once) does not end it.
+    next_wall_clock_second().await;
+    let after = idp.token("poolops").await;
+    assert_eq!(second.api_get("/api/pool", Some(&after)).await.status, 200);
+    let late = idp.logout_token(Some("script-poolops"), None, now_secs() - 30);
+    assert_eq!(post_logout(&second, &late).await.status, 200);
+    for gw in [&first, &second] {
+        assert_eq!(gw.api_get("/api/pool", Some(&after)).await.status, 200);
+        assert_eq!(gw.api_get("/api/pool", Some(&before)).await.status, 401);
+    }
+}

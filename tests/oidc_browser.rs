@@ -47,6 +47,25 @@ impl Browser {
         }
     }
 
+    /// The cookie `name` the browser holds for `url`'s origin.
+    fn cookie(&self, url: &str, name: &str) -> Option<String> {
+        self.jar
+            .lock()
+            .unwrap()
+            .get(&origin(url))?
+            .get(name)
+            .cloned()
+    }
+
+    /// Holds `name` = `value` for `url`'s origin again (as a browser whose earlier copy of
+    /// the cookie came back, or an attacker who kept it).
+    fn keep_cookie(&self, url: &str, name: &str, value: &str) {
+        let mut jar = self.jar.lock().unwrap();
+        jar.entry(origin(url))
+            .or_default()
+            .insert(name.to_string(), value.to_string());
+    }
+
     fn post(&self, url: &str) -> Step<'_> {
         Step {
             browser: self,
@@ -480,6 +499,111 @@ async fn the_providers_back_channel_logout_ends_the_users_sessions_on_every_gate
     next_wall_clock_second().await;
     let (again, _) = sso_login(&second, &idp, "poolops").await;
     assert_eq!(second.api_get("/api/pool", Some(&again)).await.status, 200);
+}
+
+/// Issue 33, item 11: an authorization code used already (a replayed callback, with the
+/// login's own state and cookie) is the client's 400 in the dashboard's shape, counted as
+/// `bad_code`; before, 502 "the identity provider's token endpoint: answered 400", counted
+/// as the gateway's error.
+#[tokio::test]
+async fn a_replayed_callback_is_the_clients_400_never_a_5xx() {
+    let dash = Dashboard::shared();
+    let mut idp = OidcProvider::start(&[("poolops", &["ceph-pools"])]);
+    let gw = Gateway::new()
+        .upstream(dash)
+        .oidc(&idp, &[("ceph-pools", &["pool-manager"])])
+        .start();
+    let callback = gw.url("/auth/oidc/callback");
+    idp.register_gateway(&callback, &gw.url("/"));
+    let browser = jar_client();
+    let start = browser
+        .get(&gw.url("/auth/oidc/login"))
+        .send()
+        .await
+        .unwrap();
+    let back = log_in_at_provider(
+        &browser,
+        &location(&start),
+        &idp.issuer,
+        "poolops",
+        &callback,
+    )
+    .await;
+    let pending = browser.cookie(&callback, "cg_oidc_login").unwrap();
+    assert_eq!(browser.get(&back).send().await.unwrap().status(), 302);
+    browser.keep_cookie(&callback, "cg_oidc_login", &pending);
+    let replayed = browser.get(&back).send().await.unwrap();
+    assert_eq!(replayed.status(), 400, "{}", gw.logs());
+    let body: Value = replayed.json().await.unwrap();
+    // The dashboard's own answer to a bad auth request.
+    assert_eq!(body["code"], "invalid_request", "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("refused the authorization code"),
+        "{body}"
+    );
+    // No 5xx for the error-rate alert (clustergate_requests_total{status=~"5.."}).
+    let metrics = gw.metrics().await;
+    assert!(
+        !metrics
+            .lines()
+            .any(|l| l.starts_with("clustergate_requests_total") && l.contains("status=\"5")),
+        "{metrics}"
+    );
+    for (result, count) in [("bad_code", 1.0), ("error", 0.0), ("success", 1.0)] {
+        assert_eq!(
+            gw.metric("clustergate_oidc_logins_total", &[("result", result)])
+                .await,
+            count,
+            "{result}"
+        );
+    }
+}
+
+/// The gateway token's claims (its payload, not checked here).
+fn payload(token: &str) -> Value {
+    let payload = token.split('.').nth(1).unwrap();
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    serde_json::from_slice(&base64::Engine::decode(&engine, payload).unwrap()).unwrap()
+}
+
+/// Issue 33, INFO of item 12: a logout token naming only the provider's login session
+/// (`sid`) ends the gateway sessions of that login and no other (before: refused 400,
+/// ending nothing).
+#[tokio::test]
+async fn a_logout_token_naming_only_sid_ends_that_login_session() {
+    let dash = Dashboard::shared();
+    let mut idp = OidcProvider::start(&[("poolops", &["ceph-pools"])]);
+    let gw = Gateway::new()
+        .upstream(dash)
+        .oidc(&idp, &[("ceph-pools", &["pool-manager"])])
+        .start();
+    let backchannel = gw.url("/auth/oidc/backchannel-logout");
+    idp.register_gateways(
+        &[&gw.url("/auth/oidc/callback")],
+        &gw.url("/"),
+        Some(&backchannel),
+    );
+    let (one, _) = sso_login(&gw, &idp, "poolops").await;
+    let (other, _) = sso_login(&gw, &idp, "poolops").await;
+    let sid = payload(&one)["idp"]["sid"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no sid in {}", payload(&one)))
+        .to_string();
+    assert_ne!(payload(&other)["idp"]["sid"], json!(sid));
+    let logout = idp.logout_token(None, Some(&sid), now_secs());
+    let reply = gw
+        .send(
+            gw.client()
+                .post(&backchannel)
+                .form(&[("logout_token", logout.as_str())]),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(gw.api_get("/api/pool", Some(&one)).await.status, 401);
+    assert_eq!(gw.api_get("/api/pool", Some(&other)).await.status, 200);
 }
 
 #[test]

@@ -142,6 +142,7 @@ impl Changed {
             algorithms,
             audience,
             clock_skew,
+            access_token_types,
             local_login,
             ca_certificates,
             keys,
@@ -157,8 +158,14 @@ impl Changed {
             (username_claim, roles_claim) != (&b.username_claim, &b.roles_claim),
         );
         self.key(
-            "oidc.algorithms, oidc.audience, oidc.clock_skew_seconds",
-            (algorithms, audience, clock_skew) != (&b.algorithms, &b.audience, &b.clock_skew),
+            "oidc.algorithms, oidc.audience, oidc.clock_skew_seconds, oidc.access_token_types",
+            (algorithms, audience, clock_skew, access_token_types)
+                != (
+                    &b.algorithms,
+                    &b.audience,
+                    &b.clock_skew,
+                    &b.access_token_types,
+                ),
         );
         self.key("oidc.local_login", *local_login != b.local_login);
         self.key(

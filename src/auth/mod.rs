@@ -195,10 +195,14 @@ impl Auth {
             // A single sign-on session: the groups map to roles as the role map says now.
             let provider = self.oidc.as_ref().ok_or(TokenRejection::UnknownUser)?;
             // The provider's back-channel logout ended the user's sessions (any gateway).
-            let key = sso::sso_reset_key(&identity.sub);
-            let ended = self.stores.credential_resets.reset_at(&key, now).await?;
-            if ended.is_some_and(|at| claims.iat < at) {
+            let ended = self.provider_logout_at(provider, identity, now).await?;
+            if sso::ended_by_logout(ended, Some(claims.iat)) {
                 return Err(TokenRejection::Revoked);
+            }
+            // The users file has taken the name since the login: a new login shows the
+            // user apart (`oidc:<name>`).
+            if self.users.load().contains(&claims.username) {
+                return Err(TokenRejection::UnknownUser);
             }
             let user = provider.user_for(claims.username.clone(), identity)?;
             return Ok(Authenticated {
@@ -234,18 +238,42 @@ impl Auth {
         token: &str,
         now: UnixTime,
     ) -> Result<Authenticated, TokenRejection> {
-        let verified = provider.verify(token, now).await;
-        self.metrics.oidc.provider_token(match &verified {
+        let user = self.provider_token_user(provider, token, now).await;
+        self.metrics.oidc.provider_token(match &user {
             Ok(_) => "valid",
-            Err(OidcError::Expired) => "expired",
-            Err(OidcError::NoRole { .. }) => "no_role",
-            Err(OidcError::Key(KeyError::Unavailable)) => "keys_unavailable",
-            Err(_) => "invalid",
+            Err(TokenRejection::Provider(e)) => match e {
+                OidcError::Expired => "expired",
+                OidcError::NoRole { .. } => "no_role",
+                OidcError::Key(KeyError::Unavailable) => "keys_unavailable",
+                OidcError::NotAccessToken(_) => "not_access_token",
+                _ => "invalid",
+            },
+            Err(TokenRejection::Revoked) => "logged_out",
+            Err(_) => "error",
         });
         Ok(Authenticated {
-            user: verified?,
+            user: user?,
             upstream: None,
         })
+    }
+
+    /// A provider token is refused once the provider's back-channel logout ended the
+    /// sessions of its user (or of its login session) after it was issued.
+    async fn provider_token_user(
+        &self,
+        provider: &Provider,
+        token: &str,
+        now: UnixTime,
+    ) -> Result<Arc<User>, TokenRejection> {
+        let token = provider.verify(token, now).await?;
+        let ended = self
+            .provider_logout_at(provider, &token.identity, now)
+            .await?;
+        if sso::ended_by_logout(ended, token.issued_at) {
+            return Err(TokenRejection::Revoked);
+        }
+        let name = self.provider_display_name(token.username);
+        Ok(provider.user_for(name, &token.identity)?)
     }
 
     /// The users file's user a token names, if the token was issued for the credential

@@ -4,14 +4,22 @@
 //! the callback (`oidc.redirect_path`) trades the code, issues the gateway's own token as
 //! `/api/auth` does (permissions from the mapped roles, `jti`, revocable) with the same
 //! cookie, and lands the browser on the dashboard's UI the way the dashboard's own SAML
-//! login does (`/#/login?access_token=...`, which the UI checks and keeps).
+//! login does (`/#/login?access_token=...`, which the UI checks and keeps). The provider's
+//! back-channel logout ends the sessions and provider tokens it names; provider users are
+//! shown apart from the users file's (`provider_display_name`).
 
 use super::AuthError;
 use super::{Auth, AuthRequest, AuthSubject};
 use crate::edge::respond::LocalResponse;
-use crate::oidc::{LoginError, Provider};
-use crate::state::UnixTime;
-use crate::tokens::PendingLogin;
+use crate::oidc::{LoginError, LogoutToken, Provider};
+use crate::state::{StateError, UnixTime};
+use crate::tokens::{PendingLogin, ProviderIdentity};
+use crate::users::PROVIDER_NAME_PREFIX;
+
+/// How long a back-channel logout is remembered at least: the provider's access tokens
+/// issued before it stay refused this long (their lifetime is the provider's to choose;
+/// a day is more than any provider's default).
+const PROVIDER_LOGOUT_HOLD: UnixTime = 24 * 3600;
 
 /// The pending login's cookie: `SameSite=Lax`, as the provider sends the browser back by
 /// a cross-site navigation (a `Strict` cookie would stay behind).
@@ -113,14 +121,16 @@ impl Auth {
         let login = provider
             .finish_login(&code, &pending, &provider.redirect_uri, now)
             .await?;
-        subject.username = Some(login.user.username.clone());
+        let user =
+            provider.user_for(self.provider_display_name(login.username), &login.identity)?;
+        subject.username = Some(user.username.clone());
         subject.provider_subject = Some(login.identity.sub.clone());
         let issued = self
             .tokens
             .load()
-            .issue_sso(&login.user.username, login.identity, now)
+            .issue_sso(&user.username, login.identity, now)
             .map_err(|e| LoginError::Exchange(e.to_string()))?;
-        tracing::info!(username = %login.user.username, jti = %issued.claims.jti, "single sign-on login");
+        tracing::info!(username = %user.username, jti = %issued.claims.jti, "single sign-on login");
         let token_cookie = format!("token={}; {}", issued.token, self.cookie_attributes());
         let clear_pending = format!("{PENDING_COOKIE}=; Path=/auth/oidc/; Max-Age=0");
         Ok(redirect(&format!(
@@ -131,10 +141,10 @@ impl Auth {
         .with_header("set-cookie", clear_pending))
     }
 
-    /// Ends every session of the user the provider's logout token names, on every gateway
-    /// sharing the state store: their tokens issued until now are refused (a single
-    /// sign-on token is checked against this on each request). 200 with no body, as the
-    /// specification asks; 400 for a token that is not a good logout token.
+    /// The provider's back-channel logout: ends the sessions its token names on every
+    /// gateway sharing the state store, once per token (its `jti` is remembered until it
+    /// expires; a replay is refused). 200 with no body, as the specification asks; 400 for
+    /// a token that is not a good logout token, or one used already.
     async fn backchannel_logout(
         &self,
         provider: &Provider,
@@ -144,21 +154,90 @@ impl Auth {
         let token = req
             .form_param("logout_token")
             .ok_or_else(|| AuthError::bad_request("no logout_token"))?;
-        let sub = provider.logout_subject(&token, now).await.map_err(|e| {
+        let logout = provider.logout_token(&token, now).await.map_err(|e| {
             tracing::info!(error = %e, "back-channel logout refused");
             AuthError::bad_request(format!("logout_token: {e}"))
         })?;
-        // Tokens of this second are ended too: `iat` counts whole seconds.
-        let until = now + self.tokens.load().ttl_seconds() + 1;
-        self.stores
-            .credential_resets
-            .reset(&sso_reset_key(&sub), now + 1, until, now)
-            .await?;
-        tracing::info!(subject = %sub, "back-channel logout: the user's sessions end");
+        // Ended before the token is recorded: if the store fails in between, the
+        // provider's retry is not refused as a replay (a replay ends nothing new).
+        self.end_provider_sessions(provider, &logout, now).await?;
+        let used = logout_key(provider, "jti", &logout.jti);
+        if !self
+            .stores
+            .used_tokens
+            .first_use(&used, logout.good_until, now)
+            .await?
+        {
+            tracing::info!("back-channel logout refused: its token was used already");
+            return Err(AuthError::bad_request("logout_token: used already"));
+        }
+        tracing::info!(subject = ?logout.sub, by_session = logout.sid.is_some(), "back-channel logout: the user's sessions end");
         Ok(
             LocalResponse::json_text(200, "application/json", String::new())
                 .with_header("cache-control", "no-store".to_string()),
         )
+    }
+
+    /// Refuses, on every gateway, the gateway's tokens and the provider's access tokens
+    /// issued before `logout` of its `sub` (all the user's sessions) and of its `sid` (the
+    /// one login session). The later of two resets is kept, so a replayed or older logout
+    /// token never ends a session opened after it.
+    async fn end_provider_sessions(
+        &self,
+        provider: &Provider,
+        logout: &LogoutToken,
+        now: UnixTime,
+    ) -> Result<(), StateError> {
+        // Those of the logout's own second too (`iat` counts whole seconds), and never
+        // from later than now (a provider whose clock is ahead).
+        let at = logout.iat.min(now) + 1;
+        let until = now + self.tokens.load().ttl_seconds().max(PROVIDER_LOGOUT_HOLD) + 1;
+        for (kind, value) in [("sub", &logout.sub), ("sid", &logout.sid)] {
+            if let Some(value) = value {
+                let key = logout_key(provider, kind, value);
+                self.stores
+                    .credential_resets
+                    .reset(&key, at, until, now)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// When a back-channel logout last ended `identity`'s sessions: by its `sub`, or by
+    /// its login session's `sid`.
+    pub(super) async fn provider_logout_at(
+        &self,
+        provider: &Provider,
+        identity: &ProviderIdentity,
+        now: UnixTime,
+    ) -> Result<Option<UnixTime>, StateError> {
+        let resets = &self.stores.credential_resets;
+        let by_sub = resets
+            .reset_at(&logout_key(provider, "sub", &identity.sub), now)
+            .await?;
+        let by_sid = match &identity.sid {
+            Some(sid) => {
+                resets
+                    .reset_at(&logout_key(provider, "sid", sid), now)
+                    .await?
+            }
+            None => None,
+        };
+        Ok(by_sub.max(by_sid))
+    }
+
+    /// The name a provider user is shown as everywhere (the token check, the audit,
+    /// `X-Forwarded-User`, logs): `oidc:<name>` when the users file has a user `<name>`
+    /// (enabled or not), or `<name>` starts with `oidc:` itself. Users-file names never
+    /// start with `oidc:`, so a provider user is never shown as one of its users, while
+    /// the others keep the names they have at the provider.
+    pub(super) fn provider_display_name(&self, name: String) -> String {
+        if name.starts_with(PROVIDER_NAME_PREFIX) || self.users.load().contains(&name) {
+            format!("{PROVIDER_NAME_PREFIX}{name}")
+        } else {
+            name
+        }
     }
 
     /// The pending login of this browser, if the callback's `state` is its.
@@ -188,16 +267,31 @@ fn login_result(result: &Result<LocalResponse, LoginError>) -> &'static str {
         Ok(_) => "success",
         Err(LoginError::Unavailable) => "unavailable",
         Err(LoginError::State) => "bad_state",
+        Err(LoginError::Code) => "bad_code",
         Err(LoginError::Refused(_)) => "refused",
         Err(LoginError::Exchange(_)) => "error",
         Err(LoginError::Token(_)) => "invalid",
     }
 }
 
-/// Where a provider user's sessions' end is recorded among the users' resets: a name no
-/// users-file user can have (control characters are refused there).
-pub fn sso_reset_key(sub: &str) -> String {
-    format!("\u{1}oidc\u{1}{sub}")
+/// Whether a token issued at `issued_at` was ended by a logout at `ended`; one that does
+/// not say when it was issued is.
+pub(super) fn ended_by_logout(ended: Option<UnixTime>, issued_at: Option<UnixTime>) -> bool {
+    match (ended, issued_at) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(at), Some(iat)) => iat < at,
+    }
+}
+
+/// Where a back-channel logout of a provider's `sub` or `sid` is recorded among the users'
+/// resets, and its token's `jti` among the used tokens: a name no users-file user can have
+/// (control characters are refused there).
+fn logout_key(provider: &Provider, kind: &str, value: &str) -> String {
+    format!(
+        "\u{1}oidc\u{1}{kind}\u{1}{}\u{1}{value}",
+        provider.issuer.text
+    )
 }
 
 fn redirect(location: &str) -> LocalResponse {

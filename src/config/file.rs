@@ -227,6 +227,7 @@ pub(super) struct OidcSection {
     /// `None`: the client id.
     pub audience: Option<String>,
     pub clock_skew_seconds: u64,
+    pub access_token_types: Vec<String>,
     pub local_login: bool,
     pub ca_file: Option<String>,
     pub jwks_refresh_seconds: u64,
@@ -248,6 +249,7 @@ impl Default for OidcSection {
             algorithms: vec!["RS256".into(), "ES256".into(), "EdDSA".into()],
             audience: None,
             clock_skew_seconds: 60,
+            access_token_types: vec!["at+jwt".into()],
             local_login: true,
             ca_file: None,
             jwks_refresh_seconds: 300,

@@ -29,7 +29,7 @@ pub use auth::{ApiConfig, AuthConfig, AuthSource, LockoutPolicy, DASHBOARD_LOCKO
 pub use error::{ConfigError, ConfigErrors};
 pub use export::{roles_file_text, users_file_text, ExportError, RoleRecord, UserRecord};
 pub use log::{LogConfig, LogFormat};
-pub use oidc::{ClaimPath, KeyPolicy, Mapped, OidcConfig, ProviderUrl, RoleMap};
+pub use oidc::{normal_token_type, ClaimPath, KeyPolicy, Mapped, OidcConfig, ProviderUrl, RoleMap};
 pub use roles::RolesConfig;
 pub use server::{ClientLimits, MetricsConfig, ServerConfig, TlsMode};
 pub use upstream::{

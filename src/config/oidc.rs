@@ -30,6 +30,9 @@ pub struct OidcConfig {
     pub algorithms: Vec<jsonwebtoken::Algorithm>,
     pub audience: String,
     pub clock_skew: Duration,
+    /// The JOSE `typ` an access token's header must carry (RFC 9068's `at+jwt` by
+    /// default), each lowercase and without `application/`; `""`: a header without `typ`.
+    pub access_token_types: Vec<String>,
     /// `false`: `POST /api/auth` (the users file) is closed; only the provider logs in.
     pub local_login: bool,
     /// The CA certificates (DER, from `oidc.ca_file`) the provider's TLS certificate must
@@ -230,6 +233,9 @@ const ASYMMETRIC: [(&str, jsonwebtoken::Algorithm); 10] = {
     ]
 };
 
+/// The least `oidc.jwks_refresh_seconds` may be.
+const MIN_JWKS_REFRESH: u64 = 10;
+
 /// The most `oidc.clock_skew_seconds` may be.
 const MAX_CLOCK_SKEW: u64 = 300;
 
@@ -305,6 +311,7 @@ pub(super) fn validate(
             format!("{} is over {MAX_CLOCK_SKEW}: keep the hosts' clocks in sync (NTP) rather than accept expired tokens", oidc.clock_skew_seconds),
         );
     }
+    let access_token_types = access_token_types(errors, at, &oidc.access_token_types);
     let keys = key_policy(errors, at, &oidc);
     let ca_certificates = oidc.ca_file.as_deref().and_then(|ca| {
         crate::tls::read_ca_file(&at.resolve(ca))
@@ -326,6 +333,7 @@ pub(super) fn validate(
         algorithms,
         audience,
         clock_skew: Duration::from_secs(oidc.clock_skew_seconds),
+        access_token_types,
         local_login: oidc.local_login,
         ca_certificates,
         keys,
@@ -415,29 +423,62 @@ fn algorithms(
     found
 }
 
+/// `oidc.access_token_types`, as they are compared: a media type's case does not count,
+/// and `application/` may be left out (RFC 7515, 4.1.9).
+fn access_token_types(errors: &mut ConfigErrors, at: &Source<'_>, types: &[String]) -> Vec<String> {
+    if types.is_empty() {
+        errors.push(at.file, "oidc.access_token_types", "must name at least one type: \"at+jwt\" (RFC 9068), or what the provider's access tokens carry in their header's `typ` (Keycloak, Entra ID: \"JWT\"; none: \"\")");
+    }
+    for (i, typ) in types.iter().enumerate() {
+        if !typ.chars().all(|c| c.is_ascii_graphic()) {
+            errors.push(
+                at.file,
+                format!("oidc.access_token_types[{i}]"),
+                format!("{typ:?} is not a media type (printable ASCII, no spaces)"),
+            );
+        }
+    }
+    types.iter().map(|t| normal_token_type(t)).collect()
+}
+
+/// A JOSE `typ` as compared: lowercase, without `application/`.
+pub fn normal_token_type(typ: &str) -> String {
+    let lower = typ.to_ascii_lowercase();
+    match lower.strip_prefix("application/") {
+        Some(short) => short.to_string(),
+        None => lower,
+    }
+}
+
 fn key_policy(errors: &mut ConfigErrors, at: &Source<'_>, oidc: &OidcSection) -> KeyPolicy {
-    let at_least = |errors: &mut ConfigErrors, key: &str, value: u64, min: u64| {
+    let at_least = |errors: &mut ConfigErrors, key: &str, value: u64, min: u64, why: &str| {
         if value < min {
-            errors.push(at.file, key, format!("{value} is below {min}"));
+            errors.push(
+                at.file,
+                key,
+                format!("{value} is below {min}: must be at least {min} ({why})"),
+            );
         }
     };
     at_least(
         errors,
         "oidc.jwks_refresh_seconds",
         oidc.jwks_refresh_seconds,
-        10,
+        MIN_JWKS_REFRESH,
+        "every gateway fetches the provider's keys this often; a key rotation is picked up at once anyway, when a token names a new kid",
     );
     at_least(
         errors,
         "oidc.jwks_min_refresh_seconds",
         oidc.jwks_min_refresh_seconds,
         1,
+        "tokens naming unknown kids must not make the gateway fetch the keys without pause",
     );
     if oidc.jwks_max_stale_seconds < oidc.jwks_refresh_seconds {
         errors.push(
             at.file,
             "oidc.jwks_max_stale_seconds",
-            format!("{} is below jwks_refresh_seconds ({}): the keys would be dropped before the next refresh", oidc.jwks_max_stale_seconds, oidc.jwks_refresh_seconds),
+            format!("{} is below jwks_refresh_seconds ({}): must be at least the refresh period, or the keys would be dropped before the next refresh and provider tokens refused (503) between the two", oidc.jwks_max_stale_seconds, oidc.jwks_refresh_seconds),
         );
     }
     KeyPolicy {
@@ -524,6 +565,47 @@ mod tests {
             errors("[oidc]\nissuer = \"https://x\"\nclient_id = \"c\"\n").mentions("oidc.role_map")
         );
         assert!(errors("[oidc]\nissuer = \"https://x\"\nclient_id = \"c\"\nrole_map = {a = [\"administrator\"]}\nbogus = 1\n").mentions("oidc.bogus"));
+    }
+
+    #[test]
+    fn access_token_types_are_compared_as_media_types_and_never_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let oidc = load(MINIMAL, dir.path()).unwrap().oidc.unwrap();
+        assert_eq!(oidc.access_token_types, ["at+jwt"]);
+        let typed = MINIMAL.replace(
+            "[oidc.role_map]",
+            "access_token_types = [\"application/AT+JWT\", \"JWT\", \"\"]\n[oidc.role_map]",
+        );
+        let oidc = load(&typed, dir.path()).unwrap().oidc.unwrap();
+        assert_eq!(oidc.access_token_types, ["at+jwt", "jwt", ""]);
+        for (types, key) in [
+            ("[]", "oidc.access_token_types"),
+            ("[\"at+jwt\", \"at jwt\"]", "oidc.access_token_types[1]"),
+        ] {
+            let text = MINIMAL.replace(
+                "[oidc.role_map]",
+                &format!("access_token_types = {types}\n[oidc.role_map]"),
+            );
+            assert!(errors(&text).mentions(key), "{types}: {}", errors(&text));
+        }
+    }
+
+    #[test]
+    fn check_config_says_what_the_key_schedule_must_be() {
+        let with = |lines: &str| {
+            errors(&MINIMAL.replace("[oidc.role_map]", &format!("{lines}\n[oidc.role_map]")))
+                .to_string()
+        };
+        let refresh = with("jwks_refresh_seconds = 5");
+        assert!(
+            refresh.contains("oidc.jwks_refresh_seconds: 5 is below 10: must be at least 10"),
+            "{refresh}"
+        );
+        let stale = with("jwks_refresh_seconds = 600\njwks_max_stale_seconds = 300");
+        assert!(
+            stale.contains("oidc.jwks_max_stale_seconds: 300 is below jwks_refresh_seconds (600): must be at least the refresh period"),
+            "{stale}"
+        );
     }
 
     #[test]

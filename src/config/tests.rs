@@ -200,6 +200,18 @@ fn unknown_role_names_the_file_and_user() {
 }
 
 #[test]
+fn usernames_starting_with_the_single_sign_on_prefix_are_refused() {
+    let e = users_errors(&format!(
+        "[[users]]\nusername = \"oidc:admin\"\npassword_hash = \"{ARGON}\"\n"
+    ));
+    let text = e.to_string();
+    assert!(
+        text.contains("\"oidc:admin\"") && text.contains("kept for single sign-on users"),
+        "{text}"
+    );
+}
+
+#[test]
 fn duplicate_username_is_refused() {
     let entry = format!("[[users]]\nusername = \"bob\"\npassword_hash = \"{ARGON}\"\n");
     let e = users_errors(&format!("{entry}{entry}"));

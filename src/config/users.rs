@@ -8,7 +8,7 @@ use super::file::UsersFile;
 use super::parse::toml_file;
 use super::roles::RolesConfig;
 use super::ConfigErrors;
-use crate::users::{CustomRole, PasswordHash, Role, UserSpec};
+use crate::users::{CustomRole, PasswordHash, Role, UserSpec, PROVIDER_NAME_PREFIX};
 
 #[derive(Debug, Clone)]
 pub struct UsersConfig {
@@ -49,6 +49,13 @@ fn read(errors: &mut ConfigErrors, path: &Path, custom: &[CustomRole]) -> Vec<Us
                 path,
                 &key,
                 "username must be non-empty, without control characters",
+            );
+        }
+        if entry.username.starts_with(PROVIDER_NAME_PREFIX) {
+            errors.push(
+                path,
+                &key,
+                format!("usernames starting with {PROVIDER_NAME_PREFIX:?} are kept for single sign-on users named like a user of this file; rename the user"),
             );
         }
         if users.iter().any(|u| u.username == entry.username) {

@@ -3,9 +3,8 @@
 //! must come back with the browser (kept by the caller in a signed cookie);
 //! `finish_login` trades the code at the token endpoint, checks the ID token (signature,
 //! `iss`, `aud` = the client id, `exp`, `nonce`) and takes the user and their groups from
-//! the access token, verified as a script's bearer token is.
-
-use std::sync::Arc;
+//! the access token, verified as a script's bearer token is. `logout_token` checks the
+//! provider's back-channel logout tokens.
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
@@ -17,7 +16,6 @@ use super::verify::OidcError;
 use super::Provider;
 use crate::state::UnixTime;
 use crate::tokens::{PendingLogin, ProviderIdentity};
-use crate::users::User;
 
 /// How long the browser may take at the provider (typing a password, a second factor).
 const LOGIN_SECONDS: u64 = 600;
@@ -33,6 +31,10 @@ pub enum LoginError {
     /// The provider answered the callback with an error (e.g. access_denied).
     #[error("the identity provider refused the login: {0}")]
     Refused(String),
+    /// The provider refused the callback's code (`invalid_grant`: used already, expired,
+    /// or not this login's): the client's error, not the gateway's.
+    #[error("the identity provider refused the authorization code (used already, expired or not this login's); start the login again")]
+    Code,
     /// The token endpoint could not be used.
     #[error("the identity provider's token endpoint: {0}")]
     Exchange(String),
@@ -46,10 +48,23 @@ pub struct LoginStart {
     pub pending: PendingLogin,
 }
 
-/// A finished login: the user with their mapped roles, and what the gateway's token keeps.
+/// A finished login: the provider's name for the user (not yet the name they are shown
+/// as), and what the gateway's token keeps.
 pub struct BrowserLogin {
-    pub user: Arc<User>,
+    pub username: String,
     pub identity: ProviderIdentity,
+}
+
+/// A verified back-channel logout token: whose sessions end, from when, and until when
+/// it must be remembered (its `jti`) so that it is good once.
+#[derive(Debug)]
+pub struct LogoutToken {
+    pub sub: Option<String>,
+    pub sid: Option<String>,
+    pub jti: String,
+    pub iat: UnixTime,
+    /// Its `exp` with the clock skew: it verifies until then.
+    pub good_until: UnixTime,
 }
 
 #[derive(Deserialize)]
@@ -74,6 +89,17 @@ fn query(pairs: &[(&str, &str)]) -> String {
 fn with_query(url: &str, pairs: &[(&str, &str)]) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
     format!("{url}{separator}{}", query(pairs))
+}
+
+/// The `error` of a token endpoint's error answer (RFC 6749, 5.2).
+fn token_error(body: &[u8]) -> Option<&str> {
+    #[derive(Deserialize)]
+    struct ErrorAnswer<'a> {
+        error: &'a str,
+    }
+    serde_json::from_slice::<ErrorAnswer<'_>>(body)
+        .ok()
+        .map(|answer| answer.error)
 }
 
 impl Provider {
@@ -118,21 +144,22 @@ impl Provider {
         now: UnixTime,
     ) -> Result<BrowserLogin, LoginError> {
         let answer = self.exchange_code(code, pending, redirect_uri).await?;
-        let id = self
+        let (_, id) = self
             .verified_claims(&answer.id_token, &self.client_id, now)
             .await?;
         if id.get("nonce").and_then(|n| n.as_str()) != Some(pending.nonce.as_str()) {
             return Err(LoginError::State);
         }
-        let access = self
-            .verified_claims(&answer.access_token, &self.audience, now)
-            .await?;
-        let (username, identity) = self.identity_of(&access)?;
+        let access = self.access_claims(&answer.access_token, now).await?;
+        let (username, mut identity) = self.identity_of(&access)?;
         if id.get("sub").and_then(|s| s.as_str()) != Some(identity.sub.as_str()) {
             return Err(LoginError::Token(OidcError::NoUser));
         }
-        let user = self.user_for(username, &identity)?;
-        Ok(BrowserLogin { user, identity })
+        // The login session a back-channel logout may name: the ID token says it.
+        if let Some(sid) = id.get("sid").and_then(|s| s.as_str()) {
+            identity.sid = Some(sid.to_string());
+        }
+        Ok(BrowserLogin { username, identity })
     }
 
     async fn exchange_code(
@@ -171,31 +198,52 @@ impl Provider {
             .post_form(endpoint, query(&form), authorization)
             .await
             .map_err(|e| LoginError::Exchange(e.to_string()))?;
-        if status != 200 {
-            return Err(LoginError::Exchange(format!("answered {status}")));
+        match status {
+            200 => serde_json::from_slice(&body).map_err(|e| LoginError::Exchange(e.to_string())),
+            400 if token_error(&body) == Some("invalid_grant") => Err(LoginError::Code),
+            _ => Err(LoginError::Exchange(format!("answered {status}"))),
         }
-        serde_json::from_slice(&body).map_err(|e| LoginError::Exchange(e.to_string()))
     }
 
-    /// The provider's `sub` a back-channel logout token (OpenID Connect Back-Channel Logout
-    /// 1.0, 2.6) ends the sessions of: signed by the provider for this client, with the
-    /// logout event and without a nonce.
-    pub async fn logout_subject(&self, token: &str, now: UnixTime) -> Result<String, OidcError> {
+    /// A back-channel logout token (OpenID Connect Back-Channel Logout 1.0, 2.4 and 2.6):
+    /// signed by the provider for this client, with the logout event, without a nonce,
+    /// with `jti` and `iat`, naming `sub`, `sid` or both.
+    pub async fn logout_token(&self, token: &str, now: UnixTime) -> Result<LogoutToken, OidcError> {
         const EVENT: &str = "http://schemas.openid.net/event/backchannel-logout";
-        let claims = self.verified_claims(token, &self.client_id, now).await?;
+        let (_, claims) = self.verified_claims(token, &self.client_id, now).await?;
         let is_logout = claims
             .get("events")
             .and_then(|events| events.get(EVENT))
             .is_some_and(serde_json::Value::is_object);
-        if !is_logout || claims.get("nonce").is_some() {
-            return Err(OidcError::Invalid);
+        if !is_logout {
+            return Err(OidcError::NotLogoutToken(
+                "it has no back-channel logout event",
+            ));
         }
-        claims
-            .get("sub")
-            .and_then(|s| s.as_str())
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .ok_or(OidcError::NoUser)
+        if claims.get("nonce").is_some() {
+            return Err(OidcError::NotLogoutToken("it has a nonce"));
+        }
+        let text = |name: &str| {
+            claims
+                .get(name)
+                .and_then(|v| v.as_str())
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        let number = |name: &str| claims.get(name).and_then(serde_json::Value::as_u64);
+        let (sub, sid) = (text("sub"), text("sid"));
+        if sub.is_none() && sid.is_none() {
+            return Err(OidcError::NotLogoutToken("it names neither sub nor sid"));
+        }
+        Ok(LogoutToken {
+            sub,
+            sid,
+            jti: text("jti").ok_or(OidcError::NotLogoutToken("it has no jti"))?,
+            iat: number("iat").ok_or(OidcError::NotLogoutToken("it has no iat"))?,
+            good_until: number("exp")
+                .ok_or(OidcError::Invalid)?
+                .saturating_add(self.clock_skew.as_secs()),
+        })
     }
 
     /// Where the browser goes to log out at the provider too (RP-initiated logout), then

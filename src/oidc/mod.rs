@@ -22,7 +22,7 @@ use serde::Deserialize;
 use crate::config::{ClaimPath, KeyPolicy, OidcConfig, ProviderUrl, RoleMap};
 use crate::observe::metrics::Metrics;
 pub use keys::{KeyError, KeyStore, RefreshError};
-pub use login::LoginError;
+pub use login::{LoginError, LogoutToken};
 pub use verify::OidcError;
 
 /// What the provider's discovery document tells the gateway.
@@ -75,6 +75,8 @@ pub struct Provider {
     audience: String,
     algorithms: Vec<jsonwebtoken::Algorithm>,
     clock_skew: Duration,
+    /// `oidc.access_token_types`, as `config::normal_token_type` writes them.
+    access_token_types: Vec<String>,
     username_claim: String,
     roles_claim: ClaimPath,
     /// Replaced by a reload (SIGHUP).
@@ -107,6 +109,7 @@ impl Provider {
             audience: config.audience.clone(),
             algorithms: config.algorithms.clone(),
             clock_skew: config.clock_skew,
+            access_token_types: config.access_token_types.clone(),
             username_claim: config.username_claim.clone(),
             roles_claim: config.roles_claim.clone(),
             role_map: ArcSwap::from_pointee(config.role_map.clone()),

@@ -1,15 +1,18 @@
 //! A provider access token (a JWT) into a user: the signature with a key of the provider's
 //! set under an allowed asymmetric algorithm, then `iss`, `aud`, `exp` and `nbf` (with the
-//! configured clock skew), then the user's name and the dashboard roles their groups map
+//! configured clock skew), then that it is an access token (its header's `typ` one of
+//! `oidc.access_token_types`; no `nonce`, which ID tokens carry; no `events`, which
+//! logout tokens carry), then the user's name and the dashboard roles their groups map
 //! to. A user no group maps is refused (403): there is no default role.
 
 use std::sync::Arc;
 
-use jsonwebtoken::{decode, decode_header, Validation};
+use jsonwebtoken::{decode, decode_header, Header, Validation};
 use serde_json::Value;
 
 use super::keys::{usable_for, KeyError};
 use super::Provider;
+use crate::config::normal_token_type;
 use crate::state::UnixTime;
 use crate::tokens::ProviderIdentity;
 use crate::users::User;
@@ -31,26 +34,79 @@ pub enum OidcError {
     NotYet,
     #[error("names no user")]
     NoUser,
+    /// Signed by the provider, but another kind of token than an access token.
+    #[error("not an access token: {0}")]
+    NotAccessToken(&'static str),
+    /// Signed by the provider, but not a good back-channel logout token.
+    #[error("not a logout token: {0}")]
+    NotLogoutToken(&'static str),
     /// Valid, but none of the user's groups maps to a dashboard role.
     #[error("user {username:?} holds no group mapped to a dashboard role")]
     NoRole { username: String },
 }
 
+/// A verified provider access token: whom it names (the provider's name for them, not yet
+/// the name they are shown as) and when it was issued.
+#[derive(Debug)]
+pub struct ProviderToken {
+    pub username: String,
+    pub identity: ProviderIdentity,
+    /// `iat`; `None`: the token does not say (a back-channel logout then ends it too).
+    pub issued_at: Option<UnixTime>,
+}
+
 impl Provider {
-    /// The user of a provider access token at `now`, with the roles their groups map to.
-    pub async fn verify(&self, token: &str, now: UnixTime) -> Result<Arc<User>, OidcError> {
-        let claims = self.verified_claims(token, &self.audience, now).await?;
+    /// Whom a provider access token names at `now`.
+    pub async fn verify(&self, token: &str, now: UnixTime) -> Result<ProviderToken, OidcError> {
+        let claims = self.access_claims(token, now).await?;
         let (username, identity) = self.identity_of(&claims)?;
-        self.user_for(username, &identity)
+        Ok(ProviderToken {
+            username,
+            identity,
+            issued_at: claims.get("iat").and_then(Value::as_u64),
+        })
     }
 
-    /// The claims of a token the provider signed for `audience`, valid at `now`.
+    /// The claims of an access token for `oidc.audience`: signed by the provider, and not
+    /// its ID token or logout token, which may carry the same audience and groups.
+    pub(super) async fn access_claims(
+        &self,
+        token: &str,
+        now: UnixTime,
+    ) -> Result<Value, OidcError> {
+        let (header, claims) = self.verified_claims(token, &self.audience, now).await?;
+        let typ = header
+            .typ
+            .as_deref()
+            .map(normal_token_type)
+            .unwrap_or_default();
+        if !self.access_token_types.contains(&typ) {
+            return Err(OidcError::NotAccessToken(
+                "its header's typ is none of oidc.access_token_types",
+            ));
+        }
+        if claims.get("nonce").is_some() {
+            return Err(OidcError::NotAccessToken("it has a nonce, as ID tokens do"));
+        }
+        if claims.get("events").is_some() {
+            return Err(OidcError::NotAccessToken(
+                "it has events, as logout tokens do",
+            ));
+        }
+        // Keycloak's ID tokens say so in a claim (its access tokens say "Bearer").
+        if claims.get("typ").and_then(Value::as_str) == Some("ID") {
+            return Err(OidcError::NotAccessToken("its typ claim is \"ID\""));
+        }
+        Ok(claims)
+    }
+
+    /// The header and claims of a token the provider signed for `audience`, valid at `now`.
     pub(super) async fn verified_claims(
         &self,
         token: &str,
         audience: &str,
         now: UnixTime,
-    ) -> Result<Value, OidcError> {
+    ) -> Result<(Header, Value), OidcError> {
         let header = decode_header(token).map_err(|_| OidcError::Malformed)?;
         if !self.algorithms.contains(&header.alg) {
             return Err(OidcError::Algorithm);
@@ -70,7 +126,7 @@ impl Provider {
             .map_err(|_| OidcError::Invalid)?
             .claims;
         self.check_times(&claims, now)?;
-        Ok(claims)
+        Ok((header, claims))
     }
 
     /// `exp` is required; `nbf` when present; both with the clock skew.
@@ -107,6 +163,7 @@ impl Provider {
         let identity = ProviderIdentity {
             sub: sub.to_string(),
             groups: self.roles_claim.values(claims),
+            sid: text("sid").map(str::to_string),
         };
         Ok((username, identity))
     }
@@ -157,16 +214,23 @@ mod tests {
         })
     }
 
+    /// An access token as RFC 9068 has it (`typ` `at+jwt`).
     fn signed(claims: &Value, kid: &str) -> String {
+        signed_as(claims, kid, Some("at+jwt"))
+    }
+
+    fn signed_as(claims: &Value, kid: &str, typ: Option<&str>) -> String {
         let (_, _, der) = KEYS.iter().find(|(k, _, _)| *k == kid).unwrap();
         let der = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, der).unwrap();
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(kid.into());
+        header.typ = typ.map(str::to_string);
         encode(&header, claims, &EncodingKey::from_ed_der(&der)).unwrap()
     }
 
     async fn verified(p: &Provider, token: &str) -> Result<Arc<User>, OidcError> {
-        p.verify(token, NOW).await
+        let token = p.verify(token, NOW).await?;
+        p.user_for(token.username, &token.identity)
     }
 
     #[tokio::test]
@@ -238,6 +302,47 @@ mod tests {
         assert!(verified(&p, &with(&|c| c["exp"] = json!(NOW - 59)))
             .await
             .is_ok());
+    }
+
+    #[tokio::test]
+    async fn id_tokens_logout_tokens_and_other_types_are_not_access_tokens() {
+        let p = provider();
+        p.keys.refresh().await.unwrap();
+        let admin = claims(&["ceph-pools"]);
+        let with = |extra: Value| {
+            let mut c = admin.clone();
+            c.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            c
+        };
+        let not_access =
+            |e: Result<Arc<User>, OidcError>| matches!(e, Err(OidcError::NotAccessToken(_)));
+        let id_token = with(json!({"nonce": "n-1", "sid": "s-1"}));
+        let logout = with(
+            json!({"events": {"http://schemas.openid.net/event/backchannel-logout": {}}, "jti": "j"}),
+        );
+        for token in [
+            signed(&id_token, "k1"),
+            signed_as(&id_token, "k1", None),
+            signed_as(&logout, "k1", Some("logout+jwt")),
+            signed(&logout, "k1"),
+            signed_as(&admin, "k1", Some("JWT")),
+            signed_as(&admin, "k1", None),
+            signed(&with(json!({"typ": "ID"})), "k1"),
+        ] {
+            assert!(not_access(verified(&p, &token).await));
+        }
+        for typ in ["at+jwt", "application/at+jwt", "AT+JWT"] {
+            assert!(
+                verified(&p, &signed_as(&admin, "k1", Some(typ)))
+                    .await
+                    .is_ok(),
+                "{typ}"
+            );
+        }
+        let token = p.verify(&signed(&admin, "k1"), NOW).await.unwrap();
+        assert_eq!(token.issued_at, Some(NOW));
     }
 
     #[tokio::test]

@@ -3,7 +3,7 @@
 
 use super::{
     BucketRate, CredentialResets, DashboardAttempts, FailedLogins, Lockouts, Revocations, Take,
-    UnixTime, UpstreamToken, UpstreamTokens, UserSession, UserSessions,
+    UnixTime, UpstreamToken, UpstreamTokens, UsedTokens, UserSession, UserSessions,
 };
 use crate::client_addr::ClientNet;
 
@@ -278,4 +278,13 @@ pub async fn credential_resets(store: &dyn CredentialResets) {
     );
     assert_eq!(store.reset_at("jürgen:x", T + 50).await.unwrap(), None);
     assert_eq!(store.reset_at("other", T + 50).await.unwrap(), None);
+}
+
+/// A token id is good once until its token expires, then may be seen as new.
+pub async fn used_tokens(store: &dyn UsedTokens) {
+    store.ready().await.unwrap();
+    assert!(store.first_use("jti-1", T + 100, T).await.unwrap());
+    assert!(!store.first_use("jti-1", T + 100, T + 50).await.unwrap());
+    assert!(!store.first_use("jti-1", T + 100, T + 100).await.unwrap());
+    assert!(store.first_use("jti-2", T + 100, T + 50).await.unwrap());
 }

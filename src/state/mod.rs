@@ -1,9 +1,9 @@
 //! State shared by every request, and by every gateway of a deployment through Redis:
 //! token revocations, login lockouts, the dashboard's count of failed logins per username,
 //! failed logins per client, the service account's dashboard token, each user's own
-//! dashboard session and the resets of users' credentials, each behind a narrow trait, in
-//! memory (`memory`, `dashboard_attempts`, `failed_logins`, `user_sessions`,
-//! `credential_resets`) or in Redis (`redis`). Time is passed in, so the stores hold no
+//! dashboard session, the resets of users' credentials and the ids of tokens good once,
+//! each behind a narrow trait, in memory (`memory`, `dashboard_attempts`, `failed_logins`,
+//! `user_sessions`, `credential_resets`, `used_tokens`) or in Redis (`redis`). Time is passed in, so the stores hold no
 //! clock and tests control it.
 //! Policy (how many failures lock for how long, how fast a client's bucket refills) lives
 //! in `auth` and `config`, not here.
@@ -14,6 +14,7 @@ mod failed_logins;
 mod health;
 mod memory;
 mod redis;
+mod used_tokens;
 mod user_sessions;
 
 use std::sync::Arc;
@@ -29,6 +30,7 @@ pub use dashboard_attempts::{Hold, MemoryDashboardAttempts};
 pub use failed_logins::{BucketRate, MemoryFailedLogins, Take};
 pub use health::StoreHealth;
 pub use memory::{MemoryLockouts, MemoryRevocations, MemoryUpstreamTokens};
+pub use used_tokens::MemoryUsedTokens;
 pub use user_sessions::MemoryUserSessions;
 
 use crate::client_addr::ClientNet;
@@ -260,6 +262,17 @@ pub trait CredentialResets: Send + Sync {
     async fn ready(&self) -> Result<(), StateError>;
 }
 
+/// The ids of tokens that are good once (the provider's back-channel logout tokens), each
+/// remembered until its token has expired: a token seen again is a replay.
+#[async_trait]
+pub trait UsedTokens: Send + Sync {
+    /// Records `id`, kept until `until`; `false`: it was recorded already (and has not
+    /// expired at `now`).
+    async fn first_use(&self, id: &str, until: UnixTime, now: UnixTime)
+        -> Result<bool, StateError>;
+    async fn ready(&self) -> Result<(), StateError>;
+}
+
 /// Which store holds the shared state; the gateway only sees the traits.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum StateConfig {
@@ -280,6 +293,7 @@ pub struct Stores {
     pub upstream_tokens: Arc<dyn UpstreamTokens>,
     pub user_sessions: Arc<dyn UserSessions>,
     pub credential_resets: Arc<dyn CredentialResets>,
+    pub used_tokens: Arc<dyn UsedTokens>,
     /// Whether the stores answer, for readiness and metrics.
     pub health: Arc<StoreHealth>,
     /// Keeps the revocations of a shared store current; `None` in memory.
@@ -295,7 +309,8 @@ impl Stores {
         self.failed_logins.ready().await?;
         self.upstream_tokens.ready().await?;
         self.user_sessions.ready().await?;
-        self.credential_resets.ready().await
+        self.credential_resets.ready().await?;
+        self.used_tokens.ready().await
     }
 }
 
@@ -321,6 +336,7 @@ impl StateConfig {
                 upstream_tokens: Arc::new(MemoryUpstreamTokens::default()),
                 user_sessions: Arc::new(MemoryUserSessions::new(MEMORY_MAX_ENTRIES)),
                 credential_resets: Arc::new(MemoryCredentialResets::new(MEMORY_MAX_ENTRIES)),
+                used_tokens: Arc::new(MemoryUsedTokens::new(MEMORY_MAX_ENTRIES)),
                 health: Arc::new(StoreHealth::always_up()),
                 feed: None,
             }),

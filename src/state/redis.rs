@@ -23,6 +23,7 @@ mod credential_resets;
 mod dashboard_attempts;
 mod failed_logins;
 mod sealed;
+mod used_tokens;
 mod user_sessions;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -155,6 +156,9 @@ fn stores_keeping(settings: RedisSettings, kept: usize) -> Result<Stores, StateE
             redis: redis.clone(),
         }),
         credential_resets: Arc::new(credential_resets::RedisCredentialResets {
+            redis: redis.clone(),
+        }),
+        used_tokens: Arc::new(used_tokens::RedisUsedTokens {
             redis: redis.clone(),
         }),
         health: redis.health.clone(),
@@ -1189,6 +1193,7 @@ mod tests {
         contract::upstream_tokens(gateway.stores.upstream_tokens.as_ref()).await;
         contract::user_sessions(gateway.stores.user_sessions.as_ref()).await;
         contract::credential_resets(gateway.stores.credential_resets.as_ref()).await;
+        contract::used_tokens(gateway.stores.used_tokens.as_ref()).await;
     }
 
     /// Issue 33, item 12: past the local copy's bound a logout still takes effect on every

@@ -16,6 +16,10 @@ use crate::state::UnixTime;
 pub use password::{PasswordChecker, PasswordHash};
 pub use roles::{Grants, Permission, Role, RoleEdition, Scope, UnknownNames};
 
+/// Starts the name of a single sign-on user shown apart from the users file's users (a
+/// provider user named like one of them); no users-file name starts with it.
+pub const PROVIDER_NAME_PREFIX: &str = "oidc:";
+
 /// A role defined in the roles file (`auth.roles_file`), as the dashboard's custom roles
 /// are: a name and what it grants on each scope.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,6 +170,11 @@ impl UserDb {
             })
             .collect();
         Ok(UserDb { users, stand_in })
+    }
+
+    /// Whether the users file names `username`, enabled or not.
+    pub fn contains(&self, username: &str) -> bool {
+        self.users.contains_key(username)
     }
 
     /// The user, if it exists and is enabled: the only users that may log in or hold a

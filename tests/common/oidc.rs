@@ -118,6 +118,8 @@ impl OidcProvider {
             });
             if let Some(uri) = backchannel {
                 client["backchannel_logout_uri"] = json!(uri);
+                // Its ID tokens and logout tokens then name the login session (`sid`).
+                client["backchannel_logout_session_required"] = json!(true);
             }
             clients.push(client);
         }
@@ -235,13 +237,38 @@ impl OidcProvider {
     }
 
     /// `claims` signed RS256 with the provider's own private key `kid` (as only the
-    /// provider can), to forge everything but the signature.
+    /// provider can), to forge everything but the signature; typed `at+jwt`, as the
+    /// provider's access tokens are.
     pub fn sign(&self, kid: &str, claims: &Value) -> String {
+        self.sign_typed(kid, Some("at+jwt"), claims)
+    }
+
+    /// [`OidcProvider::sign`] with the header's `typ` (`None`: no `typ`), for the
+    /// provider's other tokens (ID tokens, logout tokens).
+    pub fn sign_typed(&self, kid: &str, typ: Option<&str>, claims: &Value) -> String {
         use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
         let der = fs::read(format!("{}.der", self.key_prefix(kid).display())).unwrap();
         let mut header = Header::new(Algorithm::RS256);
         header.kid = Some(kid.into());
+        header.typ = typ.map(str::to_string);
         encode(&header, claims, &EncodingKey::from_rsa_der(&der)).unwrap()
+    }
+
+    /// A back-channel logout token of this provider for the browser client, naming `sub`
+    /// and/or `sid`, issued at `iat` (OpenID Connect Back-Channel Logout 1.0, 2.4).
+    pub fn logout_token(&self, sub: Option<&str>, sid: Option<&str>, iat: i64) -> String {
+        let mut claims = json!({
+            "iss": self.issuer, "aud": BROWSER_CLIENT, "iat": iat, "exp": iat + 120,
+            "jti": format!("logout-{}", rand::random::<u64>()),
+            "events": { "http://schemas.openid.net/event/backchannel-logout": {} },
+        });
+        if let Some(sub) = sub {
+            claims["sub"] = json!(sub);
+        }
+        if let Some(sid) = sid {
+            claims["sid"] = json!(sid);
+        }
+        self.sign_typed(self.kids[0].as_str(), Some("logout+jwt"), &claims)
     }
 
     /// The public key `kid` as PEM, which anyone can fetch from the JWKS.
@@ -266,6 +293,17 @@ impl Gateway {
     /// mapped by `role_map` (`"group" = ["role", ...]` lines); unknown kids fetched again
     /// after a second at most.
     pub fn oidc(self, provider: &OidcProvider, role_map: &[(&str, &[&str])]) -> Gateway {
+        self.oidc_for(provider, RESOURCE, role_map)
+    }
+
+    /// [`Gateway::oidc`] with access tokens for `audience` (the client id: `oidc.audience`'s
+    /// default, which the provider's ID and logout tokens carry too).
+    pub fn oidc_for(
+        self,
+        provider: &OidcProvider,
+        audience: &str,
+        role_map: &[(&str, &[&str])],
+    ) -> Gateway {
         let mut gw = self
             .file("oidc-client.secret", CLIENT_SECRET)
             .public_url("http://127.0.0.1:{PORT}")
@@ -276,7 +314,7 @@ impl Gateway {
                 "oidc",
                 "scopes = [\"openid\", \"profile\", \"groups\", \"api\"]",
             )
-            .extra_toml("oidc", &format!("audience = {RESOURCE:?}"))
+            .extra_toml("oidc", &format!("audience = {audience:?}"))
             .extra_toml("oidc", "jwks_min_refresh_seconds = 1");
         for (group, roles) in role_map {
             gw = gw.extra_toml("oidc.role_map", &format!("{group:?} = {roles:?}"));

@@ -7,14 +7,23 @@ use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 const REFRESH_RESULTS: [&str; 2] = ["success", "failure"];
 
 /// The `result` values of provider tokens checked.
-pub const PROVIDER_TOKEN_RESULTS: [&str; 5] =
-    ["valid", "invalid", "expired", "no_role", "keys_unavailable"];
+pub const PROVIDER_TOKEN_RESULTS: [&str; 8] = [
+    "valid",
+    "invalid",
+    "expired",
+    "no_role",
+    "keys_unavailable",
+    "not_access_token",
+    "logged_out",
+    "error",
+];
 
 /// The `result` values of browser logins through the provider.
-pub const LOGIN_RESULTS: [&str; 6] = [
+pub const LOGIN_RESULTS: [&str; 7] = [
     "success",
     "unavailable",
     "bad_state",
+    "bad_code",
     "refused",
     "error",
     "invalid",
