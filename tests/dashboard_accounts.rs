@@ -363,6 +363,9 @@ async fn each_mode_names_who_acted_in_the_dashboards_audit_and_the_gateways() {
         gateway
             .upstream(&dash)
             .extra_toml("log", "audit_file = \"audit.log\"")
+            // audited_put's 40 reads of one user fit that user's share of the places
+            // (half: 10 at once, as many as CherryPy's threads) and of the queue (32).
+            .extra_toml("upstream", "max_in_flight = 20")
     };
     let local = || Gateway::new().user(User::new(POOLMGR, &password, &["pool-manager"]));
     let modes = [
