@@ -292,17 +292,19 @@ impl Upstreams {
     }
 
     /// The release the managers are known to run: the active manager's once learned; with
-    /// no manager active, the one release every backend was last seen to run (a failover
-    /// in progress). `None`: not known -- nothing learned yet (a fresh process, a manager
-    /// that will not say) or backends last seen on different releases.
+    /// no manager active, the one release every backend seen active was last seen to run (a
+    /// failover in progress, or every manager stopped). A standby never seen active does not
+    /// count: its release is learned before it is recorded active. `None`: not known --
+    /// nothing learned yet (a fresh process, a manager that will not say) or backends last
+    /// seen on different releases.
     pub fn release_known(&self) -> Option<CephRelease> {
         if let Some(active) = self.active_release() {
             return active;
         }
         let backends = self.backends.load();
-        let mut releases = backends.iter().map(|b| b.release());
-        let first = releases.next().flatten()?;
-        releases.all(|r| r == Some(first)).then_some(first)
+        let mut releases = backends.iter().filter_map(|b| b.release());
+        let first = releases.next()?;
+        releases.all(|r| r == first).then_some(first)
     }
 
     /// Shows the configured backends in the upstream gauges, the active one being the
@@ -454,6 +456,13 @@ mod tests {
             upstreams.release_known(),
             release("16.2"),
             "none active, one release"
+        );
+        let upstreams = Upstreams::for_tests(2);
+        upstreams.backends()[0].set_release(release("16.2"));
+        assert_eq!(
+            upstreams.release_known(),
+            release("16.2"),
+            "none active, a standby never seen active does not count"
         );
         assert_eq!(Upstreams::none().release_known(), None);
     }
