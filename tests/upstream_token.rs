@@ -180,11 +180,17 @@ async fn a_wrong_service_password_backs_off_and_a_reload_with_the_right_one_rest
     let mut gw = Gateway::new()
         .user(User::admin())
         .upstream(dash)
-        .service_account(&user, "not-the-password")
+        .service_account(&user, &password)
         .extra_toml("upstream", "login_backoff_min_ms = 1000")
         .extra_toml("upstream", "login_backoff_max_ms = 8000")
         .start();
+    // Logins wait until the manager's release is known, which the service account learns:
+    // the gateway starts with the right password, then the dashboard's is changed under
+    // it (which also ends the service token, issued in an earlier second).
     let token = gw.login(ADMIN, ADMIN_PW).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let password = format!("Pw-{}", uuid::Uuid::new_v4().simple());
+    dash.set_user_password(&user, &password);
     let started = Instant::now();
     let (mut sent, mut told) = (0, 0);
     while started.elapsed() < WRONG_PASSWORD_FOR {

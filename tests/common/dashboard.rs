@@ -364,13 +364,19 @@ impl Dashboard {
     /// Set the service account's password again (the same one): the dashboard then refuses
     /// every token issued in an earlier second.
     pub fn revoke_service_tokens(&self) {
-        let file = self.dir.join(".cg-test-service-password");
-        fs::write(&file, self.service_password()).unwrap();
+        self.set_user_password(self.get("CG_SERVICE_USER"), &self.service_password());
+    }
+
+    /// Sets `user`'s password (the policy not applied): the dashboard then refuses every
+    /// token of `user` issued in an earlier second.
+    pub fn set_user_password(&self, user: &str, password: &str) {
+        let file = self.dir.join(".cg-test-user-password");
+        fs::write(&file, password).unwrap();
         let file_arg = file.to_string_lossy().into_owned();
         let out = self.ceph(&[
             "dashboard",
             "ac-user-set-password",
-            self.get("CG_SERVICE_USER"),
+            user,
             "-i",
             &file_arg,
             "--force-password",
