@@ -343,16 +343,7 @@ async fn the_web_uis_files_are_kept_compressed_and_validated_at_the_edge() {
         .answer_cache(&[])
         .start();
     // The landing page names its hashed scripts.
-    let index = ui_get(&gw, "/", &[]).await;
-    assert_eq!(index.status, 200);
-    let html = index.text();
-    let script = html
-        .split("src=\"")
-        .filter_map(|s| s.split('"').next())
-        .find(|s| s.starts_with("main.") && s.ends_with(".js"))
-        .expect("the main script in index.html")
-        .to_string();
-    let script = format!("/{script}");
+    let script = gw.main_script().await;
     let direct = client_builder()
         .build()
         .unwrap()
@@ -430,20 +421,6 @@ async fn the_web_uis_files_are_kept_compressed_and_validated_at_the_edge() {
     assert_eq!(header(&again, "cache-control"), "no-cache");
 }
 
-/// The main script's path, as the landing page names it.
-async fn main_script(gw: &RunningGateway) -> String {
-    let index = ui_get(gw, "/", &[]).await;
-    assert_eq!(index.status, 200);
-    let html = index.text();
-    let script = html
-        .split("src=\"")
-        .filter_map(|s| s.split('"').next())
-        .find(|s| s.starts_with("main.") && s.ends_with(".js"))
-        .expect("the main script in index.html")
-        .to_string();
-    format!("/{script}")
-}
-
 /// A UI file is kept by what selects it at the dashboard (issue 33, finding 6): its path,
 /// not its query, and the language list the dashboard reads, not how the client spelled
 /// it. Distinct queries and spellings of the main script cost one dashboard fetch.
@@ -454,7 +431,7 @@ async fn a_query_or_a_spelling_of_the_languages_never_costs_a_ui_fetch() {
         .upstream(dash)
         .answer_cache(&[])
         .start();
-    let script = main_script(&gw).await;
+    let script = gw.main_script().await;
     let spellings = [
         "de;q=0.9, fr",
         "fr, de;q=0.9",
