@@ -4,6 +4,7 @@
 
 use crate::access::{AccessError, AdmissionError};
 use crate::auth::AuthError;
+use crate::dashboard_identity::IdentityError;
 use crate::docs::DocsError;
 use crate::edge::connections::ConnectionError;
 use crate::edge::paths::PathError;
@@ -214,6 +215,28 @@ impl From<CredentialError> for GatewayError {
             _ => GatewayError::BadGateway {
                 detail: "the gateway could not log in to the dashboard backend".into(),
             },
+        }
+    }
+}
+
+/// No token of the account holding the user's roles: 503 when the gateway holds back
+/// (too many role sets), 502 when the dashboard refused, each saying what to do.
+impl From<IdentityError> for GatewayError {
+    fn from(e: IdentityError) -> Self {
+        match e {
+            IdentityError::TooManyRoleSets(max) => GatewayError::Unavailable {
+                detail: format!("The gateway already acts for {max} distinct sets of roles on the dashboard (upstream.max_role_accounts): raise it, or give users fewer distinct combinations of roles."),
+            },
+            IdentityError::Refused { action, name, status, detail } => GatewayError::BadGateway {
+                detail: format!("The dashboard refused to {action} {name}, which the gateway acts as for these roles (status {status}: {detail}). The gateway's service account needs the user scope (create, read, update) on a cluster that is not read-only."),
+            },
+            IdentityError::LoginStillRefused(name) => GatewayError::BadGateway {
+                detail: format!("The dashboard refuses the login of {name}, which the gateway acts as for these roles, although the gateway has just set its password: check the dashboard's password policy and expiry."),
+            },
+            IdentityError::Service(e) | IdentityError::Login(e) => e.into(),
+            IdentityError::Client(ClientError::Timeout) => GatewayError::GatewayTimeout,
+            IdentityError::Standby(_) => GatewayError::no_active_backend(),
+            IdentityError::Client(_) | IdentityError::BadReply(_) => GatewayError::unreachable_backend(),
         }
     }
 }

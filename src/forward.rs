@@ -1,5 +1,6 @@
 //! What changes on a request on its way to a dashboard, and on the answer on its way
-//! back: the client's credentials are swapped for the service account's, the gateway's
+//! back: the client's credentials are swapped for the dashboard token of the account the
+//! dashboard sees (`dashboard_identity`, or the service account's), the gateway's
 //! decisions (path, version, user) are carried in headers, and no backend address leaks.
 
 use std::net::IpAddr;
@@ -31,6 +32,9 @@ pub struct Forward {
     /// The user's own dashboard token, sent instead of the service account's; `None`:
     /// the service account's (`upstream.identity = "service"`).
     pub user_token: Option<UserToken>,
+    /// The account the gateway manages that the dashboard sees instead of the service
+    /// account (`upstream.identity = "roles"`, `dashboard_identity`); `None` otherwise.
+    pub seen_as: Option<Arc<str>>,
     /// The single vendor media type chosen from the client's Accept (API paths).
     pub accept: Option<Arc<str>>,
     /// Its answer may carry a dashboard token (`token_redaction`): read whole, sent without.
@@ -365,11 +369,13 @@ mod tests {
                 username: username.into(),
                 password_hash: None,
                 roles: vec![Role::ReadOnly],
+                custom_roles: Vec::new(),
                 grants: Grants::of(&[Role::ReadOnly]),
                 enabled: true,
                 provider_subject: None,
             })),
             user_token: None,
+            seen_as: None,
             redact_tokens: false,
             accept: Some("application/vnd.ceph.api.v1.0+json".into()),
         }

@@ -15,7 +15,8 @@
 //! 3. Everything else is admitted by `access` (method, token, operation, role, version),
 //!    its body read by `edge::request`, and forwarded by `upstream` (which manager, one
 //!    request's attempts, what a try learns: `upstream::failover`) and `forward` (what
-//!    changes on the way). Admitted GETs of the operations the web UI polls are first
+//!    changes on the way), as the dashboard account `dashboard_identity` says (with
+//!    `upstream.identity = "roles"` one the gateway manages, holding the user's roles). Admitted GETs of the operations the web UI polls are first
 //!    asked of `answer_cache`: identical ones in flight share one dashboard request, and
 //!    its answer is kept a second.
 //! 4. `error_answers` turns every module's error into an answer (`errors`: the dashboard's
@@ -42,6 +43,7 @@ mod auth;
 mod ceph_release;
 mod client_addr;
 pub mod config;
+mod dashboard_identity;
 mod decimal;
 mod docs;
 mod edge;

@@ -102,7 +102,15 @@ pub struct Admission {
     /// `/api/user/<service account>`: changing or deleting it would cut the gateway off.
     /// `None` without backends.
     service_account_path: Option<String>,
+    /// Whether the gateway manages accounts holding users' roles (`upstream.identity =
+    /// "roles"`): then only it changes them and the roles it mirrors; a user allowed to
+    /// change accounts could otherwise give every user of a set of roles more.
+    managed_accounts: bool,
 }
+
+/// The paths of the accounts and roles the gateway manages.
+/// (`dashboard_identity::ACCOUNT_PREFIX` and `ROLE_PREFIX`, which a test compares.)
+const MANAGED_PATHS: [&str; 2] = ["/api/user/cg-", "/api/role/cg-role-"];
 
 impl Admission {
     pub fn new(
@@ -110,6 +118,7 @@ impl Admission {
         auth: Arc<Auth>,
         vendor: String,
         service_account: Option<&str>,
+        managed_accounts: bool,
     ) -> Admission {
         let service_account_path = service_account
             .map(|name| format!("/api/user/{}", utf8_percent_encode(name, PATH_SEGMENT)));
@@ -119,6 +128,7 @@ impl Admission {
             usual_media_type: ApiVersion::V1_0.media_type(&vendor).into(),
             vendor,
             service_account_path,
+            managed_accounts,
         }
     }
 
@@ -186,6 +196,8 @@ impl Admission {
             path_and_query,
             user,
             user_token,
+            // Set by the request path, which knows whom the dashboard sees.
+            seen_as: None,
             accept,
         })
     }
@@ -226,12 +238,26 @@ impl Admission {
     }
 
     fn changes_service_account(&self, method: &Method, path: &str) -> bool {
-        let Some(account_path) = &self.service_account_path else {
+        if method == Method::GET || method == Method::HEAD {
             return false;
-        };
-        let on_it = path
-            .strip_prefix(account_path.as_str())
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
-        on_it && method != Method::GET && method != Method::HEAD
+        }
+        let on_service_account = self.service_account_path.as_ref().is_some_and(|account| {
+            path.strip_prefix(account.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        });
+        let on_managed = self.managed_accounts && MANAGED_PATHS.iter().any(|p| path.starts_with(p));
+        on_service_account || on_managed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::dashboard_identity::{ACCOUNT_PREFIX, ROLE_PREFIX};
+
+    #[test]
+    fn the_managed_paths_are_those_of_the_names_the_gateway_gives() {
+        let user = format!("/api/user/{ACCOUNT_PREFIX}");
+        let role = format!("/api/role/{ROLE_PREFIX}");
+        assert_eq!(super::MANAGED_PATHS, [user.as_str(), role.as_str()]);
     }
 }

@@ -356,6 +356,7 @@ mod tests {
             username: "u".into(),
             password_hash: None,
             roles: vec![role],
+            custom_roles: Vec::new(),
             grants: Grants::of(&[role]),
             enabled: true,
             provider_subject: None,

@@ -1,7 +1,8 @@
 //! What makes two requests the same question to the dashboard: the scope table they were
 //! admitted by, the operation, the normalized path and query, the negotiated media type,
-//! the accepted encodings, and whom the dashboard sees (the service account, or the user
-//! with `upstream.identity = "user"`).
+//! the accepted encodings, and whom the dashboard sees (the service account, the account
+//! holding the user's roles with `upstream.identity = "roles"`, or the user with
+//! `upstream.identity = "user"`).
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -37,11 +38,13 @@ impl Key {
             return None;
         }
         let encoding = std::str::from_utf8(encoding).ok()?;
-        // With the service account every admitted user gets the same answer; with their
-        // own dashboard session, only they do.
-        let identity = match forward.user_token {
-            Some(_) => user.username.as_str(),
-            None => "",
+        // With the service account every admitted user gets the same answer; with an
+        // account holding their roles, those of the same roles; with their own dashboard
+        // session, only they do.
+        let identity = match (&forward.user_token, &forward.seen_as) {
+            (Some(_), _) => user.username.as_str(),
+            (None, Some(account)) => account,
+            (None, None) => "",
         };
         let accept = forward.accept.as_deref().unwrap_or_default();
         let text = [

@@ -26,7 +26,7 @@ use super::parts::{PartsError, Reloadable};
 use super::restart::needs_restart;
 use crate::access::Admission;
 use crate::auth::Auth;
-use crate::config::{self, Config, ConfigErrors, RoleMap, TlsMode};
+use crate::config::{self, Config, ConfigErrors, RoleMap, TlsMode, UpstreamIdentity};
 use crate::observe::audit::Audit;
 use crate::observe::logs::{LogError, LogLevel};
 use crate::observe::metrics::Metrics;
@@ -185,6 +185,8 @@ impl Reloader {
             self.live.auth.clone(),
             running.api.vendor.clone(),
             self.account_name.as_deref(),
+            // Whom the dashboards see changes only with a restart.
+            running.identity() == UpstreamIdentity::Roles,
         );
         let servers = |c: &Config| c.upstream.as_ref().map(|u| u.servers.clone());
         let backends = match (servers(running), servers(new)) {

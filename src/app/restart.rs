@@ -184,6 +184,7 @@ impl Changed {
             password: _,
             // With auth.source, as `Config::identity` (classified by the caller).
             identity: _,
+            role_accounts,
             trust,
             docs_path,
             docs_refresh,
@@ -200,6 +201,10 @@ impl Changed {
             *health_interval != b.health_interval,
         );
         self.key("upstream.username", *username != b.username);
+        self.key(
+            "upstream.max_role_accounts, upstream.accounts_key_file",
+            *role_accounts != b.role_accounts,
+        );
         self.key(
             "upstream.ca_file, upstream.insecure_skip_verify",
             *trust != b.trust,

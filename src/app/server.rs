@@ -27,8 +27,10 @@ use crate::access::Admission;
 use crate::answer_cache::AnswerCache;
 use crate::auth::{self, Auth, DashboardAccounts, RefusalFloor};
 use crate::config::{
-    Config, OidcConfig, ServerConfig, TlsMode, UpstreamConfig, UpstreamIdentity, UpstreamTrust,
+    Config, OidcConfig, RoleAccountsConfig, ServerConfig, TlsMode, UpstreamConfig,
+    UpstreamIdentity, UpstreamTrust,
 };
+use crate::dashboard_identity::{DashboardIdentity, RoleAccounts};
 use crate::docs::Docs;
 use crate::edge::body_budget::{self, BodyBudget};
 use crate::edge::connections::ClientConnections;
@@ -56,6 +58,8 @@ use crate::versioning::ApiVersion;
 pub enum StartError {
     #[error("state_dir: {0}")]
     StateDir(SecretError),
+    #[error("upstream.accounts_key_file: {0}")]
+    AccountsKey(SecretError),
     #[error(transparent)]
     Parts(#[from] PartsError),
     #[error("TLS: {0}")]
@@ -166,6 +170,8 @@ fn build(
             &api.vendor,
             &stores,
             &metrics,
+            identity,
+            state_dir,
         )?),
         None => {
             tracing::warn!("no [upstream] configured: only the auth endpoints are served");
@@ -204,6 +210,7 @@ fn build(
         auth.clone(),
         api.vendor.clone(),
         account_name.as_deref(),
+        identity == UpstreamIdentity::Roles,
     )));
     let upstreams = dashboards
         .as_ref()
@@ -239,9 +246,9 @@ fn build(
         interval: d.health_interval,
         release_learned: release_learned(admission.clone()),
     });
-    let (account, docs) = match dashboards {
-        Some(d) => (Some(d.account), Some(d.docs)),
-        None => (None, None),
+    let (account, identity, docs) = match dashboards {
+        Some(d) => (Some(d.account), d.identity, Some(d.docs)),
+        None => (None, None, None),
     };
     let certificate = certificate.map(ServingCert::new);
     let live = Live {
@@ -262,6 +269,7 @@ fn build(
         admission: admission.clone(),
         upstreams: upstreams.clone(),
         account,
+        identity,
         docs,
         metrics: metrics.clone(),
         readiness: readiness.clone(),
@@ -411,6 +419,9 @@ fn admin_service(admin: AdminApp, listen: SocketAddr) -> Service<AdminApp> {
 struct Dashboards {
     upstreams: Arc<Upstreams>,
     account: Arc<ServiceAccount>,
+    /// Who the dashboards see on users' requests, when not the service account nor the
+    /// user's own session.
+    identity: Option<Arc<dyn DashboardIdentity>>,
     account_name: String,
     docs: Docs,
     health_interval: std::time::Duration,
@@ -422,6 +433,8 @@ fn dashboards(
     vendor: &str,
     stores: &Stores,
     metrics: &Arc<Metrics>,
+    identity: UpstreamIdentity,
+    state_dir: &Path,
 ) -> Result<Dashboards, StartError> {
     if upstream.trust == UpstreamTrust::InsecureSkipVerify {
         tracing::warn!(
@@ -449,14 +462,52 @@ fn dashboards(
         upstream.docs_refresh,
         public_url.clone(),
     );
+    let identity = match identity {
+        UpstreamIdentity::Roles => Some(role_accounts(
+            &upstream.role_accounts,
+            &account,
+            stores,
+            metrics,
+            state_dir,
+        )?),
+        UpstreamIdentity::Service | UpstreamIdentity::User => None,
+    };
     Ok(Dashboards {
         upstreams,
         account,
+        identity,
         account_name: upstream.username,
         docs,
         health_interval: upstream.health_interval,
     })
 }
+
+/// The accounts holding users' roles (`upstream.identity = "roles"`), their passwords
+/// derived from `upstream.accounts_key_file`, or a key generated into `state_dir`.
+fn role_accounts(
+    config: &RoleAccountsConfig,
+    service: &Arc<ServiceAccount>,
+    stores: &Stores,
+    metrics: &Arc<Metrics>,
+    state_dir: &Path,
+) -> Result<Arc<dyn DashboardIdentity>, StartError> {
+    let key = match &config.key_file {
+        Some(path) => secrets::read_secret(path),
+        None => secrets::read_or_create(&state_dir.join(ACCOUNTS_KEY_FILE)),
+    }
+    .map_err(StartError::AccountsKey)?;
+    tracing::info!(max = config.max, "upstream.identity = \"roles\": each user acts on the dashboards as an account the gateway manages holding exactly their roles");
+    Ok(Arc::new(RoleAccounts::new(
+        service.clone(),
+        key,
+        stores.account_tokens.clone(),
+        metrics.clone(),
+        config.max,
+    )))
+}
+
+/// The generated key of the managed accounts' passwords, in `server.state_dir`.
+const ACCOUNTS_KEY_FILE: &str = "dashboard-accounts-key";
 
 /// The identity provider of `[oidc]`; its keys are fetched by a background service.
 fn sso_provider(config: &OidcConfig, public_url: &str, metrics: &Arc<Metrics>) -> Arc<Provider> {

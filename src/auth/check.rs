@@ -102,6 +102,7 @@ mod tests {
             username: "j\"ürgen\\ops".into(),
             password_hash: None,
             roles: roles.to_vec(),
+            custom_roles: Vec::new(),
             grants: Grants::of(&roles),
             enabled: true,
             provider_subject: None,

@@ -33,8 +33,8 @@ pub use oidc::{normal_token_type, ClaimPath, KeyPolicy, Mapped, OidcConfig, Prov
 pub use roles::RolesConfig;
 pub use server::{ClientLimits, MetricsConfig, ServerConfig, TlsMode};
 pub use upstream::{
-    AnswerBufferLimits, BackendUrl, InFlightLimits, LoginBackoff, Timeouts, UpstreamConfig,
-    UpstreamIdentity, UpstreamTrust,
+    AnswerBufferLimits, BackendUrl, InFlightLimits, LoginBackoff, RoleAccountsConfig, Timeouts,
+    UpstreamConfig, UpstreamIdentity, UpstreamTrust,
 };
 pub use users::UsersConfig;
 
@@ -137,9 +137,9 @@ impl Config {
         }
         let access = access::validate(&mut errors, &at, file.access, upstream.is_some());
         let sees_user = auth.source == AuthSource::Dashboard
-            || matches!(&upstream, Some(Some(u)) if u.identity == UpstreamIdentity::User);
+            || matches!(&upstream, Some(Some(u)) if u.identity != UpstreamIdentity::Service);
         if access.unknown_operations == UnknownOperations::Forward && !sees_user {
-            errors.push(source, "access.unknown_operations", "\"forward\" needs the dashboard to see the real user (auth.source = \"dashboard\" or upstream.identity = \"user\"): with the service account it would hand anyone the service account's rights; use \"refuse\"");
+            errors.push(source, "access.unknown_operations", "\"forward\" needs the dashboard to see the real user or their roles (auth.source = \"dashboard\", upstream.identity = \"roles\" or \"user\"): with the service account it would hand anyone the service account's rights; use \"refuse\"");
         }
         let state = state::validate(&mut errors, &at, file.state);
         let log = log::validate(&mut errors, &at, file.log);

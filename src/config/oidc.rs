@@ -188,6 +188,7 @@ struct MappedRoles {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapped {
     pub roles: Vec<Role>,
+    pub custom_roles: Vec<CustomRole>,
     pub grants: Grants,
 }
 
@@ -197,11 +198,17 @@ impl RoleMap {
         let mut held = groups.iter().filter_map(|g| self.0.get(g)).peekable();
         held.peek()?;
         let mut roles: Vec<Role> = Vec::new();
+        let mut custom_roles: Vec<CustomRole> = Vec::new();
         let mut grants = Grants::of(&[]);
         for mapped in held {
             for role in &mapped.system {
                 if !roles.contains(role) {
                     roles.push(*role);
+                }
+            }
+            for role in &mapped.custom {
+                if !custom_roles.iter().any(|c| c.name == role.name) {
+                    custom_roles.push(role.clone());
                 }
             }
             grants = mapped
@@ -211,7 +218,11 @@ impl RoleMap {
                     all.union(&c.grants)
                 });
         }
-        Some(Mapped { roles, grants })
+        Some(Mapped {
+            roles,
+            custom_roles,
+            grants,
+        })
     }
 }
 
@@ -625,5 +636,12 @@ mod tests {
         assert!(!auditor
             .grants
             .allows(RoleEdition::Pacific, Scope::Pool, Permission::Update));
+        // Named too: the account the dashboard sees holds the role mirrored.
+        let names: Vec<&str> = auditor
+            .custom_roles
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["pool-auditor"]);
     }
 }

@@ -23,6 +23,8 @@ pub struct UpstreamConfig {
     pub password: Secret,
     /// Whose token the dashboards see on a user's requests (`upstream.identity`).
     pub identity: UpstreamIdentity,
+    /// The dashboard accounts the gateway manages (`upstream.identity = "roles"`).
+    pub role_accounts: RoleAccountsConfig,
     pub trust: UpstreamTrust,
     pub docs_path: String,
     pub docs_refresh: Duration,
@@ -84,6 +86,18 @@ pub enum UpstreamIdentity {
     Service,
     /// The user's own dashboard account, logged in with the user's password at login.
     User,
+    /// An account the gateway manages that holds exactly the user's roles.
+    Roles,
+}
+
+/// The accounts the gateway makes on the dashboards for `upstream.identity = "roles"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleAccountsConfig {
+    /// Distinct sets of roles with an account (`upstream.max_role_accounts`); past it 503.
+    pub max: usize,
+    /// The key their passwords are derived from (`upstream.accounts_key_file`); `None`:
+    /// generated into `server.state_dir` on first start.
+    pub key_file: Option<PathBuf>,
 }
 
 /// Every time limit on the gateway's exchanges with the dashboards, derived once from
@@ -201,6 +215,7 @@ pub(super) fn validate(
     );
     let trust = trust(errors, at, u.ca_file.as_deref(), u.insecure_skip_verify);
     let identity = identity(errors, at, &u.identity);
+    let role_accounts = role_accounts(errors, at, &u);
     if errors.0.len() > before {
         return None;
     }
@@ -211,6 +226,7 @@ pub(super) fn validate(
         username: u.username,
         password: password?,
         identity,
+        role_accounts,
         trust: trust?,
         docs_path: u.docs_path,
         docs_refresh: Duration::from_secs(u.docs_refresh_seconds),
@@ -350,14 +366,59 @@ fn identity(errors: &mut ConfigErrors, at: &Source<'_>, text: &str) -> UpstreamI
     match text {
         "service" => UpstreamIdentity::Service,
         "user" => UpstreamIdentity::User,
+        "roles" => UpstreamIdentity::Roles,
         other => {
             errors.push(
                 at.file,
                 "upstream.identity",
-                format!("{other:?} is not \"service\" (the gateway's account) or \"user\" (each user's own dashboard account)"),
+                format!("{other:?} is not \"roles\" (an account the gateway manages holding the user's roles), \"service\" (the gateway's account) or \"user\" (each user's own dashboard account)"),
             );
             UpstreamIdentity::Service
         }
+    }
+}
+
+/// `upstream.max_role_accounts` and `upstream.accounts_key_file`.
+fn role_accounts(
+    errors: &mut ConfigErrors,
+    at: &Source<'_>,
+    u: &UpstreamSection,
+) -> RoleAccountsConfig {
+    if !(1..=1000).contains(&u.max_role_accounts) {
+        errors.push(
+            at.file,
+            "upstream.max_role_accounts",
+            "must be between 1 and 1000 (one dashboard account per distinct set of roles in use)",
+        );
+    }
+    let key_file = u.accounts_key_file.as_deref().map(|file| at.resolve(file));
+    if let Some(path) = &key_file {
+        let key = "upstream.accounts_key_file";
+        at.owner_only_file(errors, key, path);
+        match std::fs::metadata(path) {
+            Ok(m) if m.len() >= 32 => {}
+            Ok(_) => errors.push(
+                at.file,
+                key,
+                format!(
+                    "{} must hold at least 32 bytes (e.g. head -c 32 /dev/urandom | base64 > {})",
+                    path.display(),
+                    path.display()
+                ),
+            ),
+            Err(e) => errors.push(
+                at.file,
+                key,
+                format!(
+                    "cannot read {}: {e} (give every gateway of the deployment the same key file)",
+                    path.display()
+                ),
+            ),
+        }
+    }
+    RoleAccountsConfig {
+        max: u.max_role_accounts,
+        key_file,
     }
 }
 

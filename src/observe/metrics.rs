@@ -65,6 +65,7 @@ pub struct Metrics {
     upstream_queued: IntGaugeVec,
     upstream_release: IntGaugeVec,
     upstream_overload: IntCounterVec,
+    dashboard_accounts: IntCounterVec,
     state_up: IntGauge,
     state_errors: IntCounter,
     state_revocations_refused: IntCounter,
@@ -188,6 +189,13 @@ impl Metrics {
             ),
             &["server", "release", "table"],
         )?;
+        let dashboard_accounts = IntCounterVec::new(
+            Opts::new(
+                "clustergate_dashboard_accounts_total",
+                "What the gateway did to the dashboard accounts and roles it manages (upstream.identity = \"roles\"), by action and result",
+            ),
+            &["action", "result"],
+        )?;
         let upstream_overload = IntCounterVec::new(
             Opts::new(
                 "clustergate_upstream_overload_total",
@@ -239,6 +247,7 @@ impl Metrics {
         registry.register(Box::new(upstream_queued.clone()))?;
         registry.register(Box::new(upstream_release.clone()))?;
         registry.register(Box::new(upstream_overload.clone()))?;
+        registry.register(Box::new(dashboard_accounts.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(logins.clone()))?;
@@ -267,6 +276,7 @@ impl Metrics {
             upstream_queued,
             upstream_release,
             upstream_overload,
+            dashboard_accounts,
             state_up,
             state_errors,
             state_revocations_refused,
@@ -379,6 +389,14 @@ impl Metrics {
 
     pub fn upstream_login(&self, result: &'static str) {
         self.upstream_logins.with_label_values(&[result]).inc();
+    }
+
+    /// One change (or refusal) of a dashboard account or role the gateway manages; both
+    /// labels are the caller's constants.
+    pub fn dashboard_account(&self, action: &'static str, result: &'static str) {
+        self.dashboard_accounts
+            .with_label_values(&[action, result])
+            .inc();
     }
 
     /// Reads the state store's health into its metrics (at each scrape: the store keeps

@@ -182,6 +182,7 @@ impl Provider {
             username,
             password_hash: None,
             roles: mapped.roles,
+            custom_roles: mapped.custom_roles,
             grants: mapped.grants,
             enabled: true,
             provider_subject: Some(identity.sub.clone()),

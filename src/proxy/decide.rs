@@ -114,15 +114,29 @@ impl Gateway {
         active: Option<Option<CephRelease>>,
     ) -> Result<Forward, GatewayError> {
         let path = request.path;
-        let forward = admission
+        let mut forward = admission
             .admit(request, lookup, unix_now())
             .await
             .map_err(|e| GatewayError::refused_admission(e, path))?;
         match active {
             None => Err(GatewayError::no_active_backend()),
             Some(None) => Err(GatewayError::release_unknown()),
-            Some(Some(_)) => Ok(forward),
+            Some(Some(_)) => {
+                forward.seen_as = self.seen_as(&forward);
+                Ok(forward)
+            }
         }
+    }
+
+    /// The managed account the dashboard sees on `forward`'s request: a user's that does
+    /// not carry their own dashboard session, when the gateway has such accounts.
+    fn seen_as(&self, forward: &Forward) -> Option<Arc<str>> {
+        let identity = self.identity.as_ref()?;
+        let user = forward
+            .user
+            .as_ref()
+            .filter(|_| forward.user_token.is_none())?;
+        Some(identity.seen_as(user))
     }
 
     /// The table and the system roles that apply now (see [`release_in_effect`]).

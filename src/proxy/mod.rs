@@ -39,6 +39,7 @@ use crate::access::Admission;
 use crate::answer_cache::AnswerCache;
 use crate::auth::Auth;
 use crate::client_addr::TrustedProxies;
+use crate::dashboard_identity::DashboardIdentity;
 use crate::docs::Docs;
 use crate::edge::body_budget::BodyBudget;
 use crate::edge::request;
@@ -66,6 +67,9 @@ pub struct Gateway {
     pub upstreams: Arc<Upstreams>,
     /// The gateway's own dashboard account; `None` without backends.
     pub account: Option<Arc<ServiceAccount>>,
+    /// Who the dashboard sees on users' requests when not the service account nor the
+    /// user's own session (`upstream.identity = "roles"`).
+    pub identity: Option<Arc<dyn DashboardIdentity>>,
     /// The API description; `None` without backends to fetch it from.
     pub docs: Option<Docs>,
     pub metrics: Arc<Metrics>,
@@ -151,8 +155,8 @@ impl ProxyHttp for Gateway {
         Ok(Box::new(self.upstreams.peer(&backend, read_timeout)))
     }
 
-    /// Swaps the client's credentials for the user's own dashboard token, or the service
-    /// account's.
+    /// Swaps the client's credentials for the dashboard token of whom the dashboard sees
+    /// (`upstream_token`).
     async fn upstream_request_filter(
         &self,
         session: &mut Session,

@@ -202,6 +202,21 @@ pub trait UpstreamTokens: Send + Sync {
     async fn ready(&self) -> Result<(), StateError>;
 }
 
+/// The tokens of the dashboard accounts the gateway manages (`dashboard_identity`): one
+/// store per account, shared by every gateway of a deployment as the service account's is.
+pub trait AccountTokens: Send + Sync {
+    fn of(&self, account: &str) -> Arc<dyn UpstreamTokens>;
+}
+
+/// In this process's memory: the caller keeps each account's store.
+pub struct MemoryAccountTokens;
+
+impl AccountTokens for MemoryAccountTokens {
+    fn of(&self, _account: &str) -> Arc<dyn UpstreamTokens> {
+        Arc::new(MemoryUpstreamTokens::default())
+    }
+}
+
 /// A user's own dashboard session (`auth.source = "dashboard"` or `upstream.identity =
 /// "user"`), kept for the gateway token it belongs to: the token id is the key.
 #[derive(Clone, PartialEq, Eq)]
@@ -291,6 +306,7 @@ pub struct Stores {
     pub dashboard_attempts: Arc<dyn DashboardAttempts>,
     pub failed_logins: Arc<dyn FailedLogins>,
     pub upstream_tokens: Arc<dyn UpstreamTokens>,
+    pub account_tokens: Arc<dyn AccountTokens>,
     pub user_sessions: Arc<dyn UserSessions>,
     pub credential_resets: Arc<dyn CredentialResets>,
     pub used_tokens: Arc<dyn UsedTokens>,
@@ -334,6 +350,7 @@ impl StateConfig {
                 dashboard_attempts: Arc::new(MemoryDashboardAttempts::new(MEMORY_MAX_ENTRIES)),
                 failed_logins: Arc::new(MemoryFailedLogins::new(MEMORY_MAX_ENTRIES)),
                 upstream_tokens: Arc::new(MemoryUpstreamTokens::default()),
+                account_tokens: Arc::new(MemoryAccountTokens),
                 user_sessions: Arc::new(MemoryUserSessions::new(MEMORY_MAX_ENTRIES)),
                 credential_resets: Arc::new(MemoryCredentialResets::new(MEMORY_MAX_ENTRIES)),
                 used_tokens: Arc::new(MemoryUsedTokens::new(MEMORY_MAX_ENTRIES)),

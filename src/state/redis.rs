@@ -41,7 +41,8 @@ use redis::{Client, ConnectionAddr, Script, TlsMode};
 use self::sealed::Sealer;
 use super::memory::MemoryRevocations;
 use super::{
-    Lockouts, Revocations, StateError, StoreHealth, Stores, UnixMillis, UnixTime, UpstreamToken,
+    AccountTokens, Lockouts, Revocations, StateError, StoreHealth, Stores, UnixMillis, UnixTime,
+    UpstreamToken,
     UpstreamTokens, MEMORY_MAX_ENTRIES,
 };
 use crate::secrets::Secret;
@@ -147,10 +148,9 @@ fn stores_keeping(settings: RedisSettings, kept: usize) -> Result<Stores, StateE
         failed_logins: Arc::new(failed_logins::RedisFailedLogins {
             redis: redis.clone(),
         }),
-        upstream_tokens: Arc::new(RedisUpstreamTokens {
+        upstream_tokens: Arc::new(RedisUpstreamTokens::new(redis.clone(), "upstream".into())),
+        account_tokens: Arc::new(RedisAccountTokens {
             redis: redis.clone(),
-            local: RwLock::new(None),
-            claimant: uuid::Uuid::new_v4().to_string(),
         }),
         user_sessions: Arc::new(user_sessions::RedisUserSessions {
             redis: redis.clone(),
@@ -950,16 +950,40 @@ return 0
 /// fifth of their lifetime, at most 5 minutes, after it).
 const TOKEN_KEPT_PAST_RENEWAL: u64 = 300;
 
-/// The service account's token: one key, `<renew_at or 0> <token>` sealed, kept locally
+/// An account's dashboard token: one key, `<renew_at or 0> <token>` sealed, kept locally
 /// until due.
 pub struct RedisUpstreamTokens {
     redis: Arc<Redis>,
+    /// The keys' kind: `upstream` for the service account's (the keys it always had),
+    /// `account:<name>` for an account the gateway manages.
+    kind: String,
     local: RwLock<Option<UpstreamToken>>,
     /// This gateway's name in the login claim.
     claimant: String,
 }
 
+/// The tokens of the accounts the gateway manages, each under its own keys.
+struct RedisAccountTokens {
+    redis: Arc<Redis>,
+}
+
+impl AccountTokens for RedisAccountTokens {
+    fn of(&self, account: &str) -> Arc<dyn UpstreamTokens> {
+        let kind = format!("account:{account}");
+        Arc::new(RedisUpstreamTokens::new(self.redis.clone(), kind))
+    }
+}
+
 impl RedisUpstreamTokens {
+    fn new(redis: Arc<Redis>, kind: String) -> Self {
+        RedisUpstreamTokens {
+            redis,
+            kind,
+            local: RwLock::new(None),
+            claimant: uuid::Uuid::new_v4().to_string(),
+        }
+    }
+
     fn local(&self) -> Option<UpstreamToken> {
         self.local.read().ok().and_then(|t| t.clone())
     }
@@ -985,7 +1009,7 @@ impl RedisUpstreamTokens {
 
     /// The stored value as Redis holds it, and the token it seals (none if no key opens it).
     async fn stored(&self) -> Result<Option<(String, UpstreamToken)>, StateError> {
-        let key = self.redis.key("upstream", "token");
+        let key = self.redis.key(&self.kind, "token");
         let stored: Option<String> = self
             .redis
             .run("upstream token", redis::cmd("GET").arg(&key))
@@ -1010,7 +1034,7 @@ impl UpstreamTokens for RedisUpstreamTokens {
     }
 
     async fn store(&self, token: UpstreamToken) -> Result<(), StateError> {
-        let key = self.redis.key("upstream", "token");
+        let key = self.redis.key(&self.kind, "token");
         let sealed = self.redis.seal(&key, &Self::encode(&token))?;
         let mut set = redis::cmd("SET");
         set.arg(key).arg(sealed);
@@ -1029,7 +1053,7 @@ impl UpstreamTokens for RedisUpstreamTokens {
         // Deleted only if Redis still holds what was read: a token stored meanwhile stays.
         if let Some((sealed, stored)) = self.stored().await? {
             if &*stored.token == token {
-                let key = self.redis.key("upstream", "token");
+                let key = self.redis.key(&self.kind, "token");
                 self.redis
                     .run_script::<i64>("upstream token", &DELETE_IF_EQUAL, key, sealed)
                     .await?;
@@ -1040,7 +1064,7 @@ impl UpstreamTokens for RedisUpstreamTokens {
 
     async fn claim_login(&self, ttl: Duration) -> Result<bool, StateError> {
         let claim = redis::cmd("SET")
-            .arg(self.redis.key("upstream", "login"))
+            .arg(self.redis.key(&self.kind, "login"))
             .arg(&self.claimant)
             .arg("NX")
             .arg("PX")
@@ -1051,7 +1075,7 @@ impl UpstreamTokens for RedisUpstreamTokens {
     }
 
     async fn release_login(&self) -> Result<(), StateError> {
-        let key = self.redis.key("upstream", "login");
+        let key = self.redis.key(&self.kind, "login");
         let claimant = self.claimant.as_str();
         self.redis
             .run_script::<i64>("login claim", &DELETE_IF_EQUAL, key, claimant)
@@ -1230,6 +1254,39 @@ mod tests {
             // Once the revocations it could not keep have expired, the copy is whole again.
             assert!(!revocations.is_revoked("fourth", now + 61).await.unwrap());
         }
+    }
+
+    /// Each managed account's token lives under its own keys: storing one neither shows
+    /// as the service account's nor as another account's, and another gateway reads it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_managed_accounts_token_has_its_own_keys() {
+        let server = RedisServer::start();
+        let gateway = gateway(&server, "accounts:").await;
+        let accounts = &gateway.stores.account_tokens;
+        contract::upstream_tokens(accounts.of("cg-a").as_ref()).await;
+        let token = UpstreamToken {
+            token: "role-token".into(),
+            renew_at: None,
+        };
+        accounts.of("cg-b").store(token.clone()).await.unwrap();
+        let now = 1;
+        assert_eq!(accounts.of("cg-c").current(now).await.unwrap(), None);
+        let service = gateway.stores.upstream_tokens.current(now).await.unwrap();
+        assert_eq!(service, None);
+        let other = stores(settings(&server, "accounts:"))
+            .unwrap()
+            .account_tokens;
+        assert_eq!(other.of("cg-b").current(now).await.unwrap(), Some(token));
+        assert!(other
+            .of("cg-c")
+            .claim_login(Duration::from_secs(5))
+            .await
+            .unwrap());
+        assert!(accounts
+            .of("cg-b")
+            .claim_login(Duration::from_secs(5))
+            .await
+            .unwrap());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -46,6 +46,9 @@ pub struct User {
     /// `None`: the dashboard checked this user's password (`auth.source = "dashboard"`).
     pub password_hash: Option<Arc<PasswordHash>>,
     pub roles: Vec<Role>,
+    /// The roles file's roles the user holds (a users file's or a role map's), beside
+    /// `roles`; their grants are in `grants` too.
+    pub custom_roles: Vec<CustomRole>,
     pub grants: Grants,
     pub enabled: bool,
     /// `Some`: a single sign-on user, the identity provider's `sub` for them (the audit
@@ -69,6 +72,7 @@ impl User {
             username,
             password_hash: None,
             roles: Vec::new(),
+            custom_roles: Vec::new(),
             grants,
             enabled: true,
             provider_subject: None,
@@ -159,6 +163,7 @@ impl UserDb {
                     username: username.clone(),
                     password_hash: Some(Arc::new(password_hash)),
                     roles,
+                    custom_roles,
                     enabled,
                     provider_subject: None,
                 };

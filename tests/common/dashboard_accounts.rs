@@ -20,6 +20,31 @@ impl Gateway {
     pub fn user_identity(self) -> Self {
         self.extra_toml("upstream", "identity = \"user\"")
     }
+
+    /// Users act upstream as accounts the gateway manages holding their roles, their
+    /// passwords derived from `key` (the same key: the same deployment).
+    pub fn role_identity(self, key: &str) -> Self {
+        self.extra_toml("upstream", "identity = \"roles\"")
+            .extra_toml("upstream", "accounts_key_file = \"accounts.key\"")
+            .file("accounts.key", key)
+    }
+}
+
+/// The account the gateway acts as for users holding `roles` (dashboard role names, the
+/// roles file's as `cg-role-<name>`): README "What the dashboard sees".
+pub fn role_account_name(roles: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut sorted = roles.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut digest = Sha256::new();
+    for role in sorted {
+        digest.update(role.as_bytes());
+        digest.update([0]);
+    }
+    let hash = digest.finalize();
+    let hex: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("cg-{hex}")
 }
 
 impl Dashboard {

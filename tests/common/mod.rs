@@ -31,6 +31,7 @@ mod users;
 
 pub use browser::*;
 pub use dashboard::*;
+pub use dashboard_accounts::role_account_name;
 pub use expect::*;
 pub use fault::*;
 pub use forwarding::*;

@@ -1,0 +1,486 @@
+//! [`RoleAccounts`]: one dashboard account per distinct set of roles, which the gateway
+//! makes and keeps in step through the dashboard's own user and role API with the service
+//! account, and logs in lazily. One per set of roles, not per person: answers can be
+//! shared between the users of the same roles (the answer cache keys them by account), the
+//! accounts stay as few as the combinations in use (capped by `upstream.max_role_accounts`),
+//! and the gateway's audit names the person on every request.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+use super::admin_api::{AdminApi, ScopesPermissions};
+use super::{password, DashboardIdentity, IdentityError};
+use crate::observe::metrics::Metrics;
+use crate::secrets::Secret;
+use crate::state::{AccountTokens, UnixTime};
+use crate::upstream::credentials::{CredentialError, ServiceAccount};
+use crate::upstream::failover::{self, TokenRefusal};
+use crate::upstream::login::LoginError;
+use crate::upstream::{Backend, Upstreams};
+use crate::users::{CustomRole, RoleEdition, Scope, User};
+
+/// The accounts the gateway manages are named `cg-<digest of their roles>`: no name a
+/// person or the cluster's own tools choose looks like it.
+pub const ACCOUNT_PREFIX: &str = "cg-";
+/// The roles file's roles are mirrored on the dashboard as `cg-role-<name>`.
+pub const ROLE_PREFIX: &str = "cg-role-";
+
+/// An account brought in step is checked again after this long: someone may have changed
+/// it on the dashboard directly (the gateway refuses to change it through itself).
+const RECHECK: Duration = Duration::from_secs(300);
+
+/// Scopes 16.2 to 19.x do not know: a mirrored role naming them would be refused there.
+const NEWER_SCOPES: [Scope; 2] = [Scope::NvmeOf, Scope::Smb];
+
+pub struct RoleAccounts {
+    /// The administrator account that makes and mends the others.
+    service: Arc<ServiceAccount>,
+    /// The deployment's key the passwords are derived from.
+    key: Secret,
+    tokens: Arc<dyn AccountTokens>,
+    metrics: Arc<Metrics>,
+    /// `upstream.max_role_accounts`.
+    max: usize,
+    accounts: Mutex<HashMap<Arc<str>, Arc<RoleAccount>>>,
+}
+
+/// One managed account: the dashboard roles it holds, and its login.
+struct RoleAccount {
+    name: Arc<str>,
+    /// The dashboard's names of its roles: the system roles', and the mirrored ones.
+    roles: Vec<String>,
+    custom: Vec<CustomRole>,
+    password: Secret,
+    login: ServiceAccount,
+    /// When it was last brought in step by this process.
+    in_step: tokio::sync::Mutex<Option<Instant>>,
+}
+
+impl RoleAccounts {
+    pub fn new(
+        service: Arc<ServiceAccount>,
+        key: Secret,
+        tokens: Arc<dyn AccountTokens>,
+        metrics: Arc<Metrics>,
+        max: usize,
+    ) -> RoleAccounts {
+        RoleAccounts {
+            service,
+            key,
+            tokens,
+            metrics,
+            max,
+            accounts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The account for `user`'s roles, known to this process from now on; refused past
+    /// `max` distinct sets of roles. A reload that changed what a custom role grants makes
+    /// a new entry for the same account, which brings the mirrored role in step.
+    fn account_for(&self, user: &User) -> Result<Arc<RoleAccount>, IdentityError> {
+        let name = account_name(user);
+        let mut accounts = self.accounts.lock().unwrap_or_else(PoisonError::into_inner);
+        match accounts.get(&name) {
+            Some(account) if same_definitions(&account.custom, &user.custom_roles) => {
+                return Ok(account.clone())
+            }
+            Some(_) => {}
+            None if accounts.len() >= self.max => {
+                self.metrics.dashboard_account("account", "over_limit");
+                return Err(IdentityError::TooManyRoleSets(self.max));
+            }
+            None => {}
+        }
+        let password = password::derive(&self.key, &name);
+        let login = ServiceAccount::new(
+            name.to_string(),
+            password.clone(),
+            self.service.accept().to_string(),
+            self.tokens.of(&name),
+            self.metrics.clone(),
+        );
+        let account = Arc::new(RoleAccount {
+            roles: dashboard_roles(user),
+            custom: sorted_custom(user),
+            password,
+            login,
+            in_step: tokio::sync::Mutex::new(None),
+            name: name.clone(),
+        });
+        accounts.insert(name, account.clone());
+        Ok(account)
+    }
+
+    /// Makes or mends `account` on `backend` unless this process did within [`RECHECK`];
+    /// `force`: now (its login was refused). Custom roles first: the account names them.
+    async fn keep_in_step(
+        &self,
+        account: &RoleAccount,
+        upstreams: &Upstreams,
+        backend: &Arc<Backend>,
+        now: UnixTime,
+        force: bool,
+    ) -> Result<(), IdentityError> {
+        let mut in_step = account.in_step.lock().await;
+        if !force && in_step.is_some_and(|at| at.elapsed() < RECHECK) {
+            return Ok(());
+        }
+        let token = self.service_token(upstreams, backend, now).await?;
+        let done = self
+            .bring_in_step(account, upstreams, backend, &token, force)
+            .await;
+        // The service token was refused (revoked, expired early): once with a new one.
+        let service_refused = matches!(done, Err(IdentityError::Refused { status: 401, .. }));
+        if service_refused && self.service.refused(&token, now).await.unwrap_or(true) {
+            let token = self.service_token(upstreams, backend, now).await?;
+            self.bring_in_step(account, upstreams, backend, &token, force)
+                .await?;
+        } else {
+            done?;
+        }
+        *in_step = Some(Instant::now());
+        Ok(())
+    }
+
+    async fn service_token(
+        &self,
+        upstreams: &Upstreams,
+        backend: &Arc<Backend>,
+        now: UnixTime,
+    ) -> Result<Arc<str>, IdentityError> {
+        match failover::service_token(&self.service, upstreams, backend, now).await {
+            Ok(token) => Ok(token),
+            Err(TokenRefusal::Standby(status)) => Err(IdentityError::Standby(status)),
+            Err(TokenRefusal::Failed(e)) => Err(IdentityError::Service(e)),
+        }
+    }
+
+    /// The mirrored roles, then the account, with the service account's `token`.
+    async fn bring_in_step(
+        &self,
+        account: &RoleAccount,
+        upstreams: &Upstreams,
+        backend: &Arc<Backend>,
+        token: &str,
+        reset: bool,
+    ) -> Result<(), IdentityError> {
+        let api = AdminApi {
+            upstreams,
+            backend,
+            token,
+            accept: self.service.accept(),
+        };
+        let edition = RoleEdition::of(backend.release());
+        for custom in &account.custom {
+            self.mirror_role(&api, custom, edition).await?;
+        }
+        self.set_account(&api, account, reset).await
+    }
+
+    /// The dashboard role `cg-role-<name>` granting what `custom` grants, made or set.
+    async fn mirror_role(
+        &self,
+        api: &AdminApi<'_>,
+        custom: &CustomRole,
+        edition: RoleEdition,
+    ) -> Result<(), IdentityError> {
+        let name = format!("{ROLE_PREFIX}{}", custom.name);
+        let wanted = scopes_permissions(custom, edition);
+        let found = api.role(&name).await?;
+        if found.as_ref() == Some(&wanted) {
+            return Ok(());
+        }
+        let result = api.put_role(&name, &wanted, found.is_some()).await;
+        self.count("role", &result);
+        result
+    }
+
+    /// Creates the account, or sets it when it differs from the gateway's (other roles,
+    /// disabled, a password change required) or `reset` (its login was refused: deleted,
+    /// password changed or expired behind the gateway's back). Creating is idempotent
+    /// between gateways: one that finds the account made meanwhile sets it, to the same
+    /// password and roles.
+    async fn set_account(
+        &self,
+        api: &AdminApi<'_>,
+        account: &RoleAccount,
+        reset: bool,
+    ) -> Result<(), IdentityError> {
+        let password = String::from_utf8_lossy(account.password.expose()).into_owned();
+        let wanted: BTreeSet<String> = account.roles.iter().cloned().collect();
+        let needs_setting = match api.account(&account.name).await? {
+            None => {
+                let result = api
+                    .create_account(&account.name, &password, &account.roles)
+                    .await;
+                self.count("create", &result);
+                if result? {
+                    tracing::info!(account = %account.name, roles = ?account.roles, "created the dashboard account these roles act as");
+                    return Ok(());
+                }
+                true
+            }
+            Some(state) => {
+                reset || state.roles != wanted || !state.enabled || state.update_required
+            }
+        };
+        if !needs_setting {
+            return Ok(());
+        }
+        let result = api
+            .set_account(&account.name, &password, &account.roles)
+            .await;
+        self.count("update", &result);
+        result?;
+        tracing::warn!(account = %account.name, roles = ?account.roles, "set the dashboard account these roles act as back to the gateway's roles and password");
+        Ok(())
+    }
+
+    fn count<T>(&self, action: &'static str, result: &Result<T, IdentityError>) {
+        let outcome = match result {
+            Ok(_) => "ok",
+            Err(IdentityError::Refused { .. }) => "refused",
+            Err(_) => "error",
+        };
+        self.metrics.dashboard_account(action, outcome);
+    }
+
+    /// The account's token: a login refused is met once by setting the account again.
+    async fn log_in(
+        &self,
+        account: &RoleAccount,
+        upstreams: &Upstreams,
+        backend: &Arc<Backend>,
+        now: UnixTime,
+    ) -> Result<Arc<str>, IdentityError> {
+        match account.login.token(upstreams, backend, now).await {
+            Err(CredentialError::Login(LoginError::Refused(_))) => {}
+            other => return other.map_err(login_error),
+        }
+        self.keep_in_step(account, upstreams, backend, now, true)
+            .await?;
+        match account.login.token(upstreams, backend, now).await {
+            Err(CredentialError::Login(LoginError::Refused(_))) => {
+                Err(IdentityError::LoginStillRefused(account.name.to_string()))
+            }
+            other => other.map_err(login_error),
+        }
+    }
+}
+
+#[async_trait]
+impl DashboardIdentity for RoleAccounts {
+    fn seen_as(&self, user: &User) -> Arc<str> {
+        account_name(user)
+    }
+
+    async fn token(
+        &self,
+        user: &User,
+        upstreams: &Upstreams,
+        backend: &Arc<Backend>,
+        now: UnixTime,
+    ) -> Result<Arc<str>, IdentityError> {
+        let account = self.account_for(user)?;
+        self.keep_in_step(&account, upstreams, backend, now, false)
+            .await?;
+        Box::pin(self.log_in(&account, upstreams, backend, now)).await
+    }
+
+    async fn refused(&self, user: &User, refused: &Arc<str>, now: UnixTime) -> bool {
+        let Ok(account) = self.account_for(user) else {
+            return false;
+        };
+        account
+            .login
+            .refused(refused, now)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot discard the refused account token");
+                true
+            })
+    }
+}
+
+fn login_error(e: CredentialError) -> IdentityError {
+    match e {
+        CredentialError::Login(LoginError::NotActive(status)) => IdentityError::Standby(status),
+        e => IdentityError::Login(e),
+    }
+}
+
+/// `cg-` and 16 hex digits of a digest of the user's role names, system and custom:
+/// users holding the same roles act as the same account. 64 bits: no two sets of roles
+/// in use meet.
+fn account_name(user: &User) -> Arc<str> {
+    let mut digest = Sha256::new();
+    for role in dashboard_roles(user) {
+        digest.update(role.as_bytes());
+        digest.update([0]);
+    }
+    let hash = digest.finalize();
+    let text = base16(&hash[..8]);
+    Arc::from(format!("{ACCOUNT_PREFIX}{text}"))
+}
+
+fn base16(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The roles the account holds on the dashboard, sorted: the user's system roles as they
+/// are (the dashboard applies its own release's definitions), its custom roles mirrored.
+fn dashboard_roles(user: &User) -> Vec<String> {
+    let system = user.roles.iter().map(|r| r.name().to_string());
+    let custom = user
+        .custom_roles
+        .iter()
+        .map(|c| format!("{ROLE_PREFIX}{}", c.name));
+    let roles: BTreeSet<String> = system.chain(custom).collect();
+    roles.into_iter().collect()
+}
+
+/// Whether `kept` (sorted, without duplicates) defines the same roles as `held`.
+fn same_definitions(kept: &[CustomRole], held: &[CustomRole]) -> bool {
+    held.iter().all(|c| kept.contains(c)) && kept.iter().all(|c| held.contains(c))
+}
+
+fn sorted_custom(user: &User) -> Vec<CustomRole> {
+    let mut custom = user.custom_roles.clone();
+    custom.sort_by(|a, b| a.name.cmp(&b.name));
+    custom.dedup_by(|a, b| a.name == b.name);
+    custom
+}
+
+/// What `custom` grants, as the dashboard of `edition` lists a role's permissions.
+fn scopes_permissions(custom: &CustomRole, edition: RoleEdition) -> ScopesPermissions {
+    let known = |scope: &&str| {
+        edition == RoleEdition::Tentacle || !NEWER_SCOPES.iter().any(|s| s.name() == *scope)
+    };
+    custom
+        .grants
+        .to_map(edition)
+        .into_iter()
+        .filter(|(scope, _)| known(scope))
+        .map(|(scope, permissions)| {
+            let permissions = permissions.into_iter().map(str::to_string).collect();
+            (scope.to_string(), permissions)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::MemoryAccountTokens;
+    use crate::users::{Grants, Role};
+
+    fn custom(name: &str, scopes: &[(&str, &[&str])]) -> CustomRole {
+        let owned: Vec<(String, Vec<String>)> = scopes
+            .iter()
+            .map(|(s, p)| (s.to_string(), p.iter().map(|p| p.to_string()).collect()))
+            .collect();
+        let (grants, _) =
+            Grants::from_permissions(owned.iter().map(|(s, p)| (s.as_str(), p.as_slice())));
+        CustomRole {
+            name: name.into(),
+            grants,
+        }
+    }
+
+    fn user(name: &str, roles: &[Role], custom_roles: Vec<CustomRole>) -> User {
+        let grants = custom_roles
+            .iter()
+            .fold(Grants::of(roles), |all, c| all.union(&c.grants));
+        User {
+            username: name.into(),
+            password_hash: None,
+            roles: roles.to_vec(),
+            custom_roles,
+            grants,
+            enabled: true,
+            provider_subject: None,
+        }
+    }
+
+    fn accounts(max: usize) -> RoleAccounts {
+        let metrics = Metrics::new(&prometheus::Registry::new()).unwrap();
+        let service = Arc::new(ServiceAccount::new(
+            "clustergate".into(),
+            Secret::new(b"pw".to_vec()),
+            "application/vnd.ceph.api.v1.0+json".into(),
+            Arc::new(crate::state::MemoryUpstreamTokens::default()),
+            metrics.clone(),
+        ));
+        let key = Secret::new(vec![7; 32]);
+        RoleAccounts::new(service, key, Arc::new(MemoryAccountTokens), metrics, max)
+    }
+
+    #[test]
+    fn users_of_the_same_roles_act_as_one_account_and_others_as_another() {
+        let grafana = custom("grafana-viewer", &[("grafana", &["read"])]);
+        let a = user("a", &[Role::ReadOnly, Role::PoolManager], vec![]);
+        let b = user("b", &[Role::PoolManager, Role::ReadOnly], vec![]);
+        let c = user("c", &[Role::ReadOnly], vec![]);
+        let d = user("d", &[Role::ReadOnly], vec![grafana]);
+        assert_eq!(account_name(&a), account_name(&b));
+        assert_ne!(account_name(&a), account_name(&c));
+        assert_ne!(account_name(&c), account_name(&d));
+        assert!(account_name(&a).starts_with(ACCOUNT_PREFIX));
+        assert_eq!(account_name(&a).len(), ACCOUNT_PREFIX.len() + 16);
+        assert_eq!(dashboard_roles(&d), ["cg-role-grafana-viewer", "read-only"]);
+    }
+
+    #[test]
+    fn a_mirrored_role_names_no_scope_the_managers_release_does_not_know() {
+        let role = custom(
+            "storage",
+            &[("pool", &["read", "update"]), ("nvme-of", &["read"])],
+        );
+        let pacific = scopes_permissions(&role, RoleEdition::Pacific);
+        assert_eq!(pacific.keys().collect::<Vec<_>>(), ["pool"]);
+        assert_eq!(
+            pacific["pool"].iter().collect::<Vec<_>>(),
+            ["read", "update"]
+        );
+        let tentacle = scopes_permissions(&role, RoleEdition::Tentacle);
+        assert_eq!(tentacle.keys().collect::<Vec<_>>(), ["nvme-of", "pool"]);
+    }
+
+    #[test]
+    fn past_the_limit_a_new_set_of_roles_is_refused_and_known_ones_still_served() {
+        let accounts = accounts(2);
+        let first = user("a", &[Role::ReadOnly], vec![]);
+        let second = user("b", &[Role::PoolManager], vec![]);
+        let third = user("c", &[Role::BlockManager], vec![]);
+        accounts.account_for(&first).unwrap();
+        accounts.account_for(&second).unwrap();
+        assert!(matches!(
+            accounts.account_for(&third),
+            Err(IdentityError::TooManyRoleSets(2))
+        ));
+        let again = user("a2", &[Role::ReadOnly], vec![]);
+        assert!(Arc::ptr_eq(
+            &accounts.account_for(&again).unwrap(),
+            &accounts.account_for(&first).unwrap()
+        ));
+    }
+
+    #[test]
+    fn a_changed_definition_of_a_custom_role_makes_the_account_come_in_step_again() {
+        let accounts = accounts(1);
+        let before = user("a", &[], vec![custom("r", &[("pool", &["read"])])]);
+        let after = user("a", &[], vec![custom("r", &[("osd", &["read"])])]);
+        let first = accounts.account_for(&before).unwrap();
+        let second = accounts.account_for(&after).unwrap();
+        assert_eq!(first.name, second.name, "the same account");
+        assert!(
+            !Arc::ptr_eq(&first, &second),
+            "a new entry, not yet in step"
+        );
+        assert_eq!(second.custom, after.custom_roles);
+    }
+}
