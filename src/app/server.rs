@@ -27,10 +27,9 @@ use crate::access::Admission;
 use crate::answer_cache::AnswerCache;
 use crate::auth::{self, Auth, DashboardAccounts, RefusalFloor};
 use crate::config::{
-    Config, OidcConfig, RoleAccountsConfig, ServerConfig, TlsMode, UpstreamConfig,
-    UpstreamIdentity, UpstreamTrust,
+    Config, OidcConfig, ServerConfig, TlsMode, UpstreamConfig, UpstreamIdentity, UpstreamTrust,
 };
-use crate::dashboard_identity::{DashboardIdentity, RoleAccounts};
+use crate::dashboard_identity::{AccountLogins, DashboardIdentity, RoleAccounts};
 use crate::docs::Docs;
 use crate::edge::body_budget::{self, BodyBudget};
 use crate::edge::connections::ClientConnections;
@@ -464,11 +463,7 @@ fn dashboards(
     );
     let identity = match identity {
         UpstreamIdentity::Roles => Some(role_accounts(
-            &upstream.role_accounts,
-            &account,
-            stores,
-            metrics,
-            state_dir,
+            &upstream, &account, stores, metrics, state_dir,
         )?),
         UpstreamIdentity::Service | UpstreamIdentity::User => None,
     };
@@ -485,12 +480,13 @@ fn dashboards(
 /// The accounts holding users' roles (`upstream.identity = "roles"`), their passwords
 /// derived from `upstream.accounts_key_file`, or a key generated into `state_dir`.
 fn role_accounts(
-    config: &RoleAccountsConfig,
+    upstream: &UpstreamConfig,
     service: &Arc<ServiceAccount>,
     stores: &Stores,
     metrics: &Arc<Metrics>,
     state_dir: &Path,
 ) -> Result<Arc<dyn DashboardIdentity>, StartError> {
+    let config = &upstream.role_accounts;
     let key = match &config.key_file {
         Some(path) => secrets::read_secret(path),
         None => secrets::read_or_create(&state_dir.join(ACCOUNTS_KEY_FILE)),
@@ -500,7 +496,11 @@ fn role_accounts(
     Ok(Arc::new(RoleAccounts::new(
         service.clone(),
         key,
-        stores.account_tokens.clone(),
+        AccountLogins {
+            tokens: stores.account_tokens.clone(),
+            attempts: stores.dashboard_attempts.clone(),
+            backoff: upstream.login_backoff,
+        },
         metrics.clone(),
         config.max,
     )))

@@ -14,10 +14,11 @@ use sha2::{Digest, Sha256};
 
 use super::admin_api::{AdminApi, ScopesPermissions};
 use super::{password, DashboardIdentity, IdentityError};
+use crate::config::LoginBackoff;
 use crate::observe::metrics::Metrics;
 use crate::secrets::Secret;
-use crate::state::{AccountTokens, UnixTime};
-use crate::upstream::credentials::{CredentialError, ServiceAccount};
+use crate::state::{AccountTokens, DashboardAttempts, UnixTime};
+use crate::upstream::credentials::{AccountStores, CredentialError, ServiceAccount};
 use crate::upstream::failover::{self, TokenRefusal};
 use crate::upstream::login::LoginError;
 use crate::upstream::{Backend, Upstreams};
@@ -41,11 +42,20 @@ pub struct RoleAccounts {
     service: Arc<ServiceAccount>,
     /// The deployment's key the passwords are derived from.
     key: Secret,
-    tokens: Arc<dyn AccountTokens>,
+    logins: AccountLogins,
     metrics: Arc<Metrics>,
     /// `upstream.max_role_accounts`.
     max: usize,
     accounts: Mutex<HashMap<Arc<str>, Arc<RoleAccount>>>,
+}
+
+/// What the accounts' logins share with the service account's: where their tokens are kept,
+/// the dashboard's count of consecutive failed logins (the accounts too are disabled at its
+/// 10th), and the backoff after a refusal.
+pub struct AccountLogins {
+    pub tokens: Arc<dyn AccountTokens>,
+    pub attempts: Arc<dyn DashboardAttempts>,
+    pub backoff: LoginBackoff,
 }
 
 /// One managed account: the dashboard roles it holds, and its login.
@@ -64,14 +74,14 @@ impl RoleAccounts {
     pub fn new(
         service: Arc<ServiceAccount>,
         key: Secret,
-        tokens: Arc<dyn AccountTokens>,
+        logins: AccountLogins,
         metrics: Arc<Metrics>,
         max: usize,
     ) -> RoleAccounts {
         RoleAccounts {
             service,
             key,
-            tokens,
+            logins,
             metrics,
             max,
             accounts: Mutex::new(HashMap::new()),
@@ -100,7 +110,11 @@ impl RoleAccounts {
             name.to_string(),
             password.clone(),
             self.service.accept().to_string(),
-            self.tokens.of(&name),
+            AccountStores {
+                tokens: self.logins.tokens.of(&name),
+                attempts: self.logins.attempts.clone(),
+            },
+            self.logins.backoff,
             self.metrics.clone(),
         );
         let account = Arc::new(RoleAccount {
@@ -263,6 +277,11 @@ impl RoleAccounts {
         }
         self.keep_in_step(account, upstreams, backend, now, true)
             .await?;
+        account
+            .login
+            .password_set_by_gateway()
+            .await
+            .map_err(CredentialError::Store)?;
         match account.login.token(upstreams, backend, now).await {
             Err(CredentialError::Login(LoginError::Refused(_))) => {
                 Err(IdentityError::LoginStillRefused(account.name.to_string()))
@@ -408,15 +427,30 @@ mod tests {
 
     fn accounts(max: usize) -> RoleAccounts {
         let metrics = Metrics::new(&prometheus::Registry::new()).unwrap();
+        let attempts: Arc<dyn DashboardAttempts> =
+            Arc::new(crate::state::MemoryDashboardAttempts::new(10));
+        let backoff = LoginBackoff {
+            min: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+        };
         let service = Arc::new(ServiceAccount::new(
             "clustergate".into(),
             Secret::new(b"pw".to_vec()),
             "application/vnd.ceph.api.v1.0+json".into(),
-            Arc::new(crate::state::MemoryUpstreamTokens::default()),
+            AccountStores {
+                tokens: Arc::new(crate::state::MemoryUpstreamTokens::default()),
+                attempts: attempts.clone(),
+            },
+            backoff,
             metrics.clone(),
         ));
         let key = Secret::new(vec![7; 32]);
-        RoleAccounts::new(service, key, Arc::new(MemoryAccountTokens), metrics, max)
+        let logins = AccountLogins {
+            tokens: Arc::new(MemoryAccountTokens),
+            attempts,
+            backoff,
+        };
+        RoleAccounts::new(service, key, logins, metrics, max)
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use accounts::RoleAccounts;
+pub use accounts::{AccountLogins, RoleAccounts};
 #[cfg(test)]
 pub use accounts::{ACCOUNT_PREFIX, ROLE_PREFIX};
 

@@ -42,8 +42,7 @@ use self::sealed::Sealer;
 use super::memory::MemoryRevocations;
 use super::{
     AccountTokens, Lockouts, Revocations, StateError, StoreHealth, Stores, UnixMillis, UnixTime,
-    UpstreamToken,
-    UpstreamTokens, MEMORY_MAX_ENTRIES,
+    UpstreamToken, UpstreamTokens, MEMORY_MAX_ENTRIES,
 };
 use crate::secrets::Secret;
 

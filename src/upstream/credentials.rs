@@ -154,6 +154,17 @@ impl ServiceAccount {
         tracing::info!(user = %self.username, "upstream.password_file changed: the service account logs in with the new password");
     }
 
+    /// The gateway has just set this account's password on the dashboard itself (an
+    /// account it manages, brought back in step after a refused login): the next login is
+    /// tried at once, as with a new password, whatever the backoff.
+    pub async fn password_set_by_gateway(&self) -> Result<(), StateError> {
+        self.password
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .new = true;
+        self.tokens.set_login_backoff(None).await
+    }
+
     /// The password, and whether it is new.
     fn password(&self) -> (Secret, bool) {
         let current = self.password.lock().unwrap_or_else(PoisonError::into_inner);
