@@ -394,7 +394,9 @@ fn pod_files(configmap: &Path, secret: &Path, dir: &Path, secret_mode: u32) -> P
                 "[[users]]\nusername = \"operator\"\npassword_hash = \"{}\"\nroles = [\"administrator\"]\n",
                 hash.trim()
             ),
-            "jwt-signing-key" | "redis-encryption-key" => TEST_SECRET.to_owned(),
+            "jwt-signing-key" | "redis-encryption-key" | "dashboard-accounts-key" => {
+                TEST_SECRET.to_owned()
+            }
             _ => "stand-in password".to_owned(),
         };
         let path = secrets.join(&name);

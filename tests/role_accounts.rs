@@ -126,8 +126,8 @@ async fn grafana_reader_sees_what_the_dashboard_gives_that_role(dash: &Dashboard
 
     // The account the dashboard saw holds exactly the mirrored role, which grants
     // exactly what the roles file says.
-    let mirrored = format!("cg-role-{role}");
-    let name = role_account_name(&[&mirrored]);
+    let mirrored = mirrored_role_name(KEY, &role);
+    let name = role_account_name(KEY, &[&mirrored]);
     assert_eq!(roles_of(dash, &name).await, (set(&[&mirrored]), true));
     let admin = dash.login(ADMIN).await;
     let path = format!("/api/role/{mirrored}");
@@ -157,8 +157,8 @@ async fn a_read_only_users_account_holds_read_only_and_what_it_may_not_do_is_ref
     let gw = gateway(dash, &role, "pool = [\"read\"]", &["read-only"]).start();
     let token = gw.login("holder", "H0lder-Pass").await;
     assert_eq!(gw.api_get("/api/summary", Some(&token)).await.status, 200);
-    let mirrored = format!("cg-role-{role}");
-    let name = role_account_name(&["read-only", &mirrored]);
+    let mirrored = mirrored_role_name(KEY, &role);
+    let name = role_account_name(KEY, &["read-only", &mirrored]);
     assert_eq!(
         roles_of(dash, &name).await,
         (set(&["read-only", &mirrored]), true)
@@ -189,8 +189,8 @@ async fn an_account_deleted_or_disabled_behind_the_gateways_back_is_made_again()
     let gw = gateway(dash, &role, "pool = [\"read\"]", &[]).start();
     let token = gw.login("holder", "H0lder-Pass").await;
     assert_eq!(gw.api_get("/api/pool", Some(&token)).await.status, 200);
-    let mirrored = format!("cg-role-{role}");
-    let name = role_account_name(&[&mirrored]);
+    let mirrored = mirrored_role_name(KEY, &role);
+    let name = role_account_name(KEY, &[&mirrored]);
 
     dash.ceph_ok(&["dashboard", "ac-user-delete", &name]);
     assert_eq!(account(dash, &name).await.status, 404);
@@ -231,8 +231,8 @@ async fn two_gateways_on_one_redis_make_the_same_account_at_once() {
     for reply in futures_util::future::join_all(requests).await {
         assert_eq!(reply.status, 200, "{}", reply.text());
     }
-    let mirrored = format!("cg-role-{role}");
-    let name = role_account_name(&["read-only", &mirrored]);
+    let mirrored = mirrored_role_name(KEY, &role);
+    let name = role_account_name(KEY, &["read-only", &mirrored]);
     assert_eq!(
         roles_of(dash, &name).await,
         (set(&["read-only", &mirrored]), true)

@@ -185,7 +185,7 @@ impl Default for UpstreamSection {
             health_interval_ms: 1000,
             username: "clustergate".into(),
             password_file: "upstream.pass".into(),
-            identity: "service".into(),
+            identity: "roles".into(),
             max_role_accounts: 32,
             accounts_key_file: None,
             ca_file: None,

@@ -276,9 +276,11 @@ fn a_release_pins_its_built_in_table() {
 #[test]
 fn forwarding_unknown_operations_needs_the_dashboard_to_see_the_user() {
     let d = dir();
-    let e = with_access(&d, "unknown_operations = \"forward\"\n", "").unwrap_err();
-    assert!(e.mentions("access.unknown_operations"), "{e}");
     let e = with_access(&d, "unknown_operations = \"maybe\"\n", "").unwrap_err();
+    assert!(e.mentions("access.unknown_operations"), "{e}");
+    let service = "[upstream]\nservers = [\"http://127.0.0.1:1\"]\nidentity = \"service\"\n\
+                   [access]\nunknown_operations = \"forward\"\n";
+    let e = parse(service, d.path()).unwrap_err();
     assert!(e.mentions("access.unknown_operations"), "{e}");
     let c = with_access(
         &d,
@@ -1027,14 +1029,32 @@ fn with_the_dashboard_source_lockout_attempts_must_be_1_to_8() {
 }
 
 #[test]
-fn upstream_identity_is_service_or_user() {
+fn upstream_identity_is_roles_by_default_or_service_or_user() {
     let d = dir();
     let c = parse(&with_upstream(d.path(), ""), d.path()).unwrap();
+    assert_eq!(c.identity(), UpstreamIdentity::Roles);
+    let c = parse(&with_upstream(d.path(), "identity = \"service\""), d.path()).unwrap();
     assert_eq!(c.identity(), UpstreamIdentity::Service);
     let c = parse(&with_upstream(d.path(), "identity = \"user\""), d.path()).unwrap();
     assert_eq!(c.identity(), UpstreamIdentity::User);
     let e = parse(&with_upstream(d.path(), "identity = \"admin\""), d.path()).unwrap_err();
     assert!(e.mentions("upstream.identity"), "{e}");
+}
+
+#[test]
+fn gateways_sharing_redis_with_role_accounts_need_one_accounts_key() {
+    let d = dir();
+    crate::secrets::write_private(&d.path().join("redis.key"), &[7u8; 32]).unwrap();
+    crate::secrets::write_private(&d.path().join("accounts.key"), &[9u8; 32]).unwrap();
+    let redis = "[state]\nbackend = \"redis\"\n[state.redis]\nurl = \"redis://127.0.0.1:6379\"\nencryption_keys = [{ kid = \"1\", secret_file = \"redis.key\" }]\n";
+    let text = |upstream: &str| format!("{}\n{redis}", with_upstream(d.path(), upstream));
+    let e = parse(&text(""), d.path()).unwrap_err();
+    assert!(e.mentions("upstream.accounts_key_file"), "{e}");
+    assert!(e.to_string().contains("head -c 32 /dev/urandom"), "{e}");
+    parse(&text("accounts_key_file = \"accounts.key\""), d.path())
+        .unwrap_or_else(|e| panic!("{e}"));
+    parse(&text("identity = \"service\""), d.path()).unwrap_or_else(|e| panic!("{e}"));
+    parse(&with_upstream(d.path(), ""), d.path()).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
@@ -1077,13 +1097,14 @@ fn secret_files_others_may_access_are_refused_with_the_fix() {
         ("redis.pass", "stand-in"),
         ("jwt.key", "0123456789abcdef0123456789abcdef"),
         ("redis.key", "0123456789abcdef0123456789abcdef"),
+        ("accounts.key", "0123456789abcdef0123456789abcdef"),
     ];
     for (name, text) in files {
         crate::secrets::write_private(&d.path().join(name), text.as_bytes()).unwrap();
     }
     let text = "[server]\ntls = true\ncert_file = \"tls/cert.pem\"\nkey_file = \"tls/key.pem\"\n\
                 [auth]\nsecret_file = \"jwt.key\"\n\
-                [upstream]\nservers = [\"http://127.0.0.1:1\"]\n\
+                [upstream]\nservers = [\"http://127.0.0.1:1\"]\naccounts_key_file = \"accounts.key\"\n\
                 [state]\nbackend = \"redis\"\n\
                 [state.redis]\nurl = \"redis://127.0.0.1:1\"\nusername = \"cg\"\npassword_file = \"redis.pass\"\n\
                 encryption_keys = [{ kid = \"1\", secret_file = \"redis.key\" }]\n";
@@ -1092,6 +1113,7 @@ fn secret_files_others_may_access_are_refused_with_the_fix() {
         (0o644, "upstream.pass", "upstream.password_file"),
         (0o640, "redis.pass", "state.redis.password_file"),
         (0o604, "jwt.key", "auth.secret_file"),
+        (0o640, "accounts.key", "upstream.accounts_key_file"),
         (0o660, "tls/key.pem", "server.key_file"),
         (
             0o640,

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use sha2::{Digest, Sha256};
 
 use super::admin_api::{AdminApi, ScopesPermissions};
 use super::{password, DashboardIdentity, IdentityError};
@@ -27,8 +26,15 @@ use crate::users::{CustomRole, RoleEdition, Scope, User};
 /// The accounts the gateway manages are named `cg-<digest of their roles>`: no name a
 /// person or the cluster's own tools choose looks like it.
 pub const ACCOUNT_PREFIX: &str = "cg-";
-/// The roles file's roles are mirrored on the dashboard as `cg-role-<name>`.
+/// The roles file's roles are mirrored on the dashboard as `cg-role-<tag>-<name>`.
 pub const ROLE_PREFIX: &str = "cg-role-";
+
+/// Separate the names' uses of the deployment's key from the passwords'. Names are keyed
+/// so that two deployments in front of one cluster (two keys) never share an account or a
+/// mirrored role: each would set the other's password, or its own definition of a role of
+/// the same name, over and over.
+const ACCOUNT_NAME_CONTEXT: &[u8] = b"clustergate dashboard account name\0";
+const ROLE_TAG_CONTEXT: &[u8] = b"clustergate dashboard role tag\0";
 
 /// An account brought in step is checked again after this long: someone may have changed
 /// it on the dashboard directly (the gateway refuses to change it through itself).
@@ -40,8 +46,10 @@ const NEWER_SCOPES: [Scope; 2] = [Scope::NvmeOf, Scope::Smb];
 pub struct RoleAccounts {
     /// The administrator account that makes and mends the others.
     service: Arc<ServiceAccount>,
-    /// The deployment's key the passwords are derived from.
+    /// The deployment's key the names and passwords are derived from.
     key: Secret,
+    /// The deployment's part of its mirrored roles' names (6 hex digits).
+    role_tag: String,
     logins: AccountLogins,
     metrics: Arc<Metrics>,
     /// `upstream.max_role_accounts`.
@@ -80,6 +88,7 @@ impl RoleAccounts {
     ) -> RoleAccounts {
         RoleAccounts {
             service,
+            role_tag: role_tag(&key),
             key,
             logins,
             metrics,
@@ -92,7 +101,8 @@ impl RoleAccounts {
     /// `max` distinct sets of roles. A reload that changed what a custom role grants makes
     /// a new entry for the same account, which brings the mirrored role in step.
     fn account_for(&self, user: &User) -> Result<Arc<RoleAccount>, IdentityError> {
-        let name = account_name(user);
+        let roles = self.dashboard_roles(user);
+        let name = self.account_name(&roles);
         let mut accounts = self.accounts.lock().unwrap_or_else(PoisonError::into_inner);
         match accounts.get(&name) {
             Some(account) if same_definitions(&account.custom, &user.custom_roles) => {
@@ -118,7 +128,7 @@ impl RoleAccounts {
             self.metrics.clone(),
         );
         let account = Arc::new(RoleAccount {
-            roles: dashboard_roles(user),
+            roles,
             custom: sorted_custom(user),
             password,
             login,
@@ -202,7 +212,7 @@ impl RoleAccounts {
         custom: &CustomRole,
         edition: RoleEdition,
     ) -> Result<(), IdentityError> {
-        let name = format!("{ROLE_PREFIX}{}", custom.name);
+        let name = self.mirrored_role(&custom.name);
         let wanted = scopes_permissions(custom, edition);
         let found = api.role(&name).await?;
         if found.as_ref() == Some(&wanted) {
@@ -294,7 +304,7 @@ impl RoleAccounts {
 #[async_trait]
 impl DashboardIdentity for RoleAccounts {
     fn seen_as(&self, user: &User) -> Arc<str> {
-        account_name(user)
+        self.account_name(&self.dashboard_roles(user))
     }
 
     async fn token(
@@ -332,34 +342,47 @@ fn login_error(e: CredentialError) -> IdentityError {
     }
 }
 
-/// `cg-` and 16 hex digits of a digest of the user's role names, system and custom:
-/// users holding the same roles act as the same account. 64 bits: no two sets of roles
-/// in use meet.
-fn account_name(user: &User) -> Arc<str> {
-    let mut digest = Sha256::new();
-    for role in dashboard_roles(user) {
-        digest.update(role.as_bytes());
-        digest.update([0]);
+impl RoleAccounts {
+    /// `cg-` and 16 hex digits of a keyed digest of the account's dashboard `roles`
+    /// (sorted): users holding the same roles act as the same account. 64 bits: no two
+    /// sets of roles in use meet.
+    fn account_name(&self, roles: &[String]) -> Arc<str> {
+        let digest = password::keyed_digest(
+            &self.key,
+            ACCOUNT_NAME_CONTEXT,
+            roles.iter().map(String::as_str),
+        );
+        let text = base16(&digest.as_ref()[..8]);
+        Arc::from(format!("{ACCOUNT_PREFIX}{text}"))
     }
-    let hash = digest.finalize();
-    let text = base16(&hash[..8]);
-    Arc::from(format!("{ACCOUNT_PREFIX}{text}"))
+
+    /// The dashboard's name of the roles file's role `name`.
+    fn mirrored_role(&self, name: &str) -> String {
+        format!("{ROLE_PREFIX}{}-{name}", self.role_tag)
+    }
+
+    /// The roles the account holds on the dashboard, sorted: the user's system roles as
+    /// they are (the dashboard applies its own release's definitions), its custom roles
+    /// mirrored.
+    fn dashboard_roles(&self, user: &User) -> Vec<String> {
+        let system = user.roles.iter().map(|r| r.name().to_string());
+        let custom = user
+            .custom_roles
+            .iter()
+            .map(|c| self.mirrored_role(&c.name));
+        let roles: BTreeSet<String> = system.chain(custom).collect();
+        roles.into_iter().collect()
+    }
+}
+
+/// 6 hex digits of a digest of the deployment's key.
+fn role_tag(key: &Secret) -> String {
+    let digest = password::keyed_digest(key, ROLE_TAG_CONTEXT, []);
+    base16(&digest.as_ref()[..3])
 }
 
 fn base16(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The roles the account holds on the dashboard, sorted: the user's system roles as they
-/// are (the dashboard applies its own release's definitions), its custom roles mirrored.
-fn dashboard_roles(user: &User) -> Vec<String> {
-    let system = user.roles.iter().map(|r| r.name().to_string());
-    let custom = user
-        .custom_roles
-        .iter()
-        .map(|c| format!("{ROLE_PREFIX}{}", c.name));
-    let roles: BTreeSet<String> = system.chain(custom).collect();
-    roles.into_iter().collect()
 }
 
 /// Whether `kept` (sorted, without duplicates) defines the same roles as `held`.
@@ -426,6 +449,10 @@ mod tests {
     }
 
     fn accounts(max: usize) -> RoleAccounts {
+        accounts_with_key(max, vec![7; 32])
+    }
+
+    fn accounts_with_key(max: usize, key: Vec<u8>) -> RoleAccounts {
         let metrics = Metrics::new(&prometheus::Registry::new()).unwrap();
         let attempts: Arc<dyn DashboardAttempts> =
             Arc::new(crate::state::MemoryDashboardAttempts::new(10));
@@ -444,7 +471,7 @@ mod tests {
             backoff,
             metrics.clone(),
         ));
-        let key = Secret::new(vec![7; 32]);
+        let key = Secret::new(key);
         let logins = AccountLogins {
             tokens: Arc::new(MemoryAccountTokens),
             attempts,
@@ -455,17 +482,34 @@ mod tests {
 
     #[test]
     fn users_of_the_same_roles_act_as_one_account_and_others_as_another() {
+        let accounts = accounts(4);
+        let name = |user: &User| accounts.seen_as(user);
         let grafana = custom("grafana-viewer", &[("grafana", &["read"])]);
         let a = user("a", &[Role::ReadOnly, Role::PoolManager], vec![]);
         let b = user("b", &[Role::PoolManager, Role::ReadOnly], vec![]);
         let c = user("c", &[Role::ReadOnly], vec![]);
         let d = user("d", &[Role::ReadOnly], vec![grafana]);
-        assert_eq!(account_name(&a), account_name(&b));
-        assert_ne!(account_name(&a), account_name(&c));
-        assert_ne!(account_name(&c), account_name(&d));
-        assert!(account_name(&a).starts_with(ACCOUNT_PREFIX));
-        assert_eq!(account_name(&a).len(), ACCOUNT_PREFIX.len() + 16);
-        assert_eq!(dashboard_roles(&d), ["cg-role-grafana-viewer", "read-only"]);
+        assert_eq!(name(&a), name(&b));
+        assert_ne!(name(&a), name(&c));
+        assert_ne!(name(&c), name(&d));
+        assert!(name(&a).starts_with(ACCOUNT_PREFIX));
+        assert_eq!(name(&a).len(), ACCOUNT_PREFIX.len() + 16);
+        let tag = &accounts.role_tag;
+        assert_eq!(tag.len(), 6);
+        assert_eq!(
+            accounts.dashboard_roles(&d),
+            [format!("cg-role-{tag}-grafana-viewer"), "read-only".into()]
+        );
+    }
+
+    #[test]
+    fn two_deployments_never_name_an_account_or_a_mirrored_role_alike() {
+        let one = accounts(4);
+        let other = accounts_with_key(4, vec![8; 32]);
+        let grafana = custom("grafana-viewer", &[("grafana", &["read"])]);
+        let reader = user("a", &[Role::ReadOnly], vec![grafana]);
+        assert_ne!(one.seen_as(&reader), other.seen_as(&reader));
+        assert_ne!(one.mirrored_role("x"), other.mirrored_role("x"));
     }
 
     #[test]

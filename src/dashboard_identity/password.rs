@@ -20,13 +20,26 @@ const CLASSES: [&[u8]; 4] = [UPPER, DIGITS, SPECIAL, LOWER];
 /// Separates this use of the key from any other.
 const CONTEXT: &[u8] = b"clustergate dashboard account password\0";
 
+/// HMAC-SHA256 under the deployment's `key` of `context` then each of `parts`, each part
+/// followed by a 0 byte (so that no two lists of parts give the same input).
+pub(super) fn keyed_digest<'a>(
+    key: &Secret,
+    context: &[u8],
+    parts: impl IntoIterator<Item = &'a str>,
+) -> hmac::Tag {
+    let key = hmac::Key::new(hmac::HMAC_SHA256, key.expose());
+    let mut digest = hmac::Context::with_key(&key);
+    digest.update(context);
+    for part in parts {
+        digest.update(part.as_bytes());
+        digest.update(&[0]);
+    }
+    digest.sign()
+}
+
 /// The password of the account `account`.
 pub(super) fn derive(key: &Secret, account: &str) -> Secret {
-    let key = hmac::Key::new(hmac::HMAC_SHA256, key.expose());
-    let mut context = hmac::Context::with_key(&key);
-    context.update(CONTEXT);
-    context.update(account.as_bytes());
-    let tag = context.sign();
+    let tag = keyed_digest(key, CONTEXT, [account]);
     let password = tag
         .as_ref()
         .iter()

@@ -31,20 +31,35 @@ impl Gateway {
 }
 
 /// The account the gateway acts as for users holding `roles` (dashboard role names, the
-/// roles file's as `cg-role-<name>`): README "What the dashboard sees".
-pub fn role_account_name(roles: &[&str]) -> String {
-    use sha2::{Digest, Sha256};
+/// roles file's as [`mirrored_role_name`]) in the deployment of accounts key `key`: README
+/// "What the dashboard sees".
+pub fn role_account_name(key: &str, roles: &[&str]) -> String {
     let mut sorted = roles.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
-    let mut digest = Sha256::new();
-    for role in sorted {
-        digest.update(role.as_bytes());
-        digest.update([0]);
+    let digest = keyed_digest(key, "clustergate dashboard account name", &sorted);
+    format!("cg-{}", hex(&digest[..8]))
+}
+
+/// The dashboard's name of the roles file's role `role` in the deployment of key `key`.
+pub fn mirrored_role_name(key: &str, role: &str) -> String {
+    let digest = keyed_digest(key, "clustergate dashboard role tag", &[]);
+    format!("cg-role-{}-{role}", hex(&digest[..3]))
+}
+
+/// HMAC-SHA256 under `key` of `context`, then each part, each followed by a 0 byte.
+fn keyed_digest(key: &str, context: &str, parts: &[&str]) -> Vec<u8> {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes());
+    let mut input = Vec::new();
+    for part in std::iter::once(context).chain(parts.iter().copied()) {
+        input.extend_from_slice(part.as_bytes());
+        input.push(0);
     }
-    let hash = digest.finalize();
-    let hex: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("cg-{hex}")
+    ring::hmac::sign(&key, &input).as_ref().to_vec()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Dashboard {

@@ -20,6 +20,13 @@ pub struct UpstreamSpec {
     pub wait_active: bool,
 }
 
+/// Every forwarding test gateway is one deployment for the dashboard accounts it manages
+/// (`upstream.identity = "roles"`, the default): they derive the same names and passwords,
+/// so the gateways of the tests that run at once against a shared dashboard use its
+/// accounts in turn rather than set each other's passwords.
+pub const SHARED_ACCOUNTS_KEY: &str = "clustergate-tests-shared-accounts-key-0123456789";
+const SHARED_ACCOUNTS_KEY_FILE: &str = "accounts-shared.key";
+
 /// Builder for a gateway run: `Gateway::new().user(User::admin()).tls(true).start()`.
 #[derive(Clone, Debug)]
 pub struct Gateway {
@@ -319,16 +326,27 @@ impl Gateway {
             return String::new();
         };
         let servers: Vec<String> = upstream.servers.iter().map(|s| format!("{s:?}")).collect();
+        let accounts_key = match self.own_accounts_key() {
+            true => String::new(),
+            false => format!("accounts_key_file = {SHARED_ACCOUNTS_KEY_FILE:?}"),
+        };
         // The binary's built-in scope table: a configuration file alone starts the gateway.
         format!(
             "\n[upstream]\nservers = [{servers}]\nusername = {username:?}\n\
-             password_file = \"upstream.pass\"\nhealth_interval_ms = 500\n{extra}\n\n\
+             password_file = \"upstream.pass\"\nhealth_interval_ms = 500\n{accounts_key}\n{extra}\n\n\
              [access]\n{access}\n",
             servers = servers.join(", "),
             username = upstream.username,
             extra = self.section_extras("upstream"),
             access = self.section_extras("access"),
         )
+    }
+
+    /// Whether the test gave the gateway a key for its dashboard accounts of its own.
+    fn own_accounts_key(&self) -> bool {
+        self.extra
+            .iter()
+            .any(|(section, line)| section == "upstream" && line.starts_with("accounts_key_file"))
     }
 
     /// Write `clustergate.toml`, the users file and the secret into `dir`; returns the config path.
@@ -353,6 +371,9 @@ impl Gateway {
         }
         if let Some(upstream) = &self.upstream {
             write_owner_only(&dir.join("upstream.pass"), &upstream.password);
+            if !self.own_accounts_key() {
+                write_owner_only(&dir.join(SHARED_ACCOUNTS_KEY_FILE), SHARED_ACCOUNTS_KEY);
+            }
         }
         // Keys among them: the gateway refuses secret files others may read.
         for (name, contents) in &self.files {

@@ -191,6 +191,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "connect_timeout_ms",
             "read_timeout_ms",
             "max_body_bytes",
+            "accounts_key_file",
         ],
     ),
     (

@@ -64,6 +64,7 @@ docs_refresh_seconds = 300
 connect_timeout_ms = 2000
 read_timeout_ms = 450000
 max_body_bytes = 10485760
+accounts_key_file = "accounts.key"
 
 [access]
 scopes_file = "scopes.toml"
@@ -162,9 +163,10 @@ impl Fixture {
         write("old.key", "0123456789abcdef0123456789abcdef");
         write("short.key", "abc");
         write("redis.key", "0123456789abcdef0123456789abcdef");
+        write("accounts.key", "0123456789abcdef0123456789abcdef");
         // Checked like a secret: owner-only.
         let private = std::fs::Permissions::from_mode(0o600);
-        for name in ["redis.key", "old.key"] {
+        for name in ["redis.key", "old.key", "accounts.key"] {
             std::fs::set_permissions(dir.path().join(name), private.clone())
                 .expect("an owner-only fixture file");
         }
