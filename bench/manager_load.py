@@ -5,7 +5,10 @@ gateway (with its answer cache): the bench of "Protecting the manager" (README).
 Each tab replays what the web UI's landing page polls (bench/results/ui-polling-*.md):
 /api/summary, the health call and /api/prometheus/notifications?from=last every 5 s and
 /api/feature_toggles every 30 s, each tab starting at a random moment of the first period,
-on its own kept-alive connection, as one logged-in user. For N in --tabs, first directly
+on its own kept-alive connection, as one of the logged-in users of --roles in turn (a user
+per role; directly, real dashboard accounts of those roles that the bench makes and removes
+again; through the gateway, users-file users that the dashboard sees as the accounts the
+gateway manages for their roles). For N in --tabs, first directly
 against the dashboard, then through the gateway, it measures over --seconds (after a 10 s
 warm-up) the ceph-mgr process's CPU seconds (utime + stime of /proc/PID/stat; the pid
 deploy/ceph-dev recorded) per minute, with an idle baseline. Through the gateway it also
@@ -16,6 +19,7 @@ and by the gateway (plain HTTP to the gateway) with its CA; releases other than 
 their scope table (conf/scopes-<release>.toml).
 
   bench/manager_load.py --env DIR/dashboard.env [--tabs 10,50,200] [--seconds 60]
+                        [--roles administrator,read-only,pool-manager]
                         [--gateway target/release/clustergate] [--out bench/results/X.json]
 
 Measurement only; nothing is asserted.
@@ -47,7 +51,11 @@ POLLS_16 = [("/api/summary", PERIOD), ("/api/health/minimal", PERIOD),
 POLLS_20 = [("/api/summary", PERIOD), ("/api/health/snapshot", PERIOD),
             ("/api/multi-cluster/get_config", PERIOD),
             ("/api/prometheus/notifications?from=last", PERIOD), ("/api/feature_toggles", 30.0)]
-USER, PASSWORD = "bench", "Bench-Manager-Load-1"
+PASSWORD = "Bench-Manager-Load-1"
+
+
+def bench_user(role):
+    return f"bench-{role}"
 
 
 def read_env(path):
@@ -123,9 +131,9 @@ class Tab(threading.Thread):
             self.stats.append((status, time.monotonic() - started))
 
 
-def replay(host, port, token, polls, tabs, seconds, pid, tls=False):
+def replay(host, port, tokens, polls, tabs, seconds, pid, tls=False):
     stop, stats = threading.Event(), []
-    threads = [Tab(host, port, token, polls, stop, stats, tls) for _ in range(tabs)]
+    threads = [Tab(host, port, tokens[i % len(tokens)], polls, stop, stats, tls) for i in range(tabs)]
     for t in threads:
         t.start()
     time.sleep(10)  # every tab started and past its first round
@@ -146,6 +154,25 @@ def replay(host, port, token, polls, tabs, seconds, pid, tls=False):
         "latency_p50_ms": round(1000 * latencies[len(latencies) // 2], 1) if latencies else None,
         "latency_p99_ms": round(1000 * latencies[int(len(latencies) * 0.99)], 1) if latencies else None,
     }
+
+
+def dashboard_account(host, port, tls, admin_token, method, role):
+    """Makes (POST) or removes (DELETE) the dashboard's own account of `role` for the direct
+    runs, with the administrator's token."""
+    name = bench_user(role)
+    conn = connect(host, port, tls)
+    headers = {"Accept": V1, "Content-Type": "application/json",
+               "Authorization": f"Bearer {admin_token}"}
+    if method == "POST":
+        body = json.dumps({"username": name, "password": PASSWORD, "roles": [role],
+                           "enabled": True, "pwdUpdateRequired": False})
+        conn.request("POST", "/api/user", body, headers)
+    else:
+        conn.request("DELETE", f"/api/user/{name}", headers=headers)
+    reply = conn.getresponse()
+    data = reply.read()
+    if reply.status not in (200, 201, 204) and not (method == "DELETE" and reply.status == 404):
+        raise SystemExit(f"{method} dashboard account {name}: {reply.status} {data[:200]!r}")
 
 
 def idle(pid, seconds):
@@ -186,13 +213,16 @@ def staleness(log_path, window):
             "age_p99_ms": round(1000 * ages[int(len(ages) * 0.99)]), "age_max_ms": round(1000 * ages[-1])}
 
 
-def start_gateway(binary, env, work, tls=False, upstream="", access=""):
-    """The gateway in `work`, forwarding to `env`'s dashboard: (process, port)."""
+def start_gateway(binary, env, work, roles, tls=False, upstream="", access=""):
+    """The gateway in `work`, forwarding to `env`'s dashboard, a user of each of `roles`:
+    (process, port)."""
     port, metrics = free_port(), free_port()
     hashed = subprocess.run([binary, "hash-password"], input=PASSWORD.encode(),
                             capture_output=True, check=True).stdout.decode().strip()
     with open(f"{work}/users.toml", "w") as f:
-        f.write(f'[[users]]\nusername = "{USER}"\npassword_hash = "{hashed}"\nroles = ["administrator"]\n')
+        for role in roles:
+            f.write(f'[[users]]\nusername = "{bench_user(role)}"\npassword_hash = "{hashed}"\n'
+                    f'roles = ["{role}"]\n')
     shutil.copy(env["CG_SERVICE_PASSWORD_FILE"], f"{work}/upstream.pass")
     os.chmod(f"{work}/upstream.pass", 0o600)
     servers = ", ".join(f'"{u}"' for u in env["CG_DASH_URLS"].split())
@@ -224,6 +254,7 @@ def main():
     ap.add_argument("--env", required=True)
     ap.add_argument("--tabs", default="10,50,200")
     ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--roles", default="administrator,read-only,pool-manager")
     ap.add_argument("--gateway", default="target/debug/clustergate")
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -244,17 +275,23 @@ def main():
                           f"scopes-{release}.toml")
     if release != "16.2" and os.path.exists(scopes):
         access = f'scopes_file = "{os.path.abspath(scopes)}"'
-    gateway, gw_port = start_gateway(args.gateway, env, work, upstream=upstream, access=access)
-    results = {"release": release, "seconds": args.seconds, "polls": polls,
+    roles = args.roles.split(",")
+    gateway, gw_port = start_gateway(args.gateway, env, work, roles, upstream=upstream, access=access)
+    results = {"release": release, "seconds": args.seconds, "polls": polls, "roles": roles,
                "gateway": args.gateway, "runs": []}
+    admin = login(host, port, env["CG_ADMIN_USER"], env["CG_ADMIN_PASSWORD"], tls)
     try:
-        direct_token = login(host, port, env["CG_ADMIN_USER"], env["CG_ADMIN_PASSWORD"], tls)
-        gw_token = login("127.0.0.1", gw_port, USER, PASSWORD)
+        direct_tokens = []
+        for role in roles:
+            dashboard_account(host, port, tls, admin, "DELETE", role)  # left by a stopped run
+            dashboard_account(host, port, tls, admin, "POST", role)
+            direct_tokens.append(login(host, port, bench_user(role), PASSWORD, tls))
+        gw_tokens = [login("127.0.0.1", gw_port, bench_user(role), PASSWORD) for role in roles]
         results["idle_mgr_cpu_s_per_min"] = idle(pid, min(args.seconds, 30))
         print(f"idle: {results['idle_mgr_cpu_s_per_min']} mgr CPU s/min", flush=True)
         for tabs in [int(t) for t in args.tabs.split(",")]:
-            direct = replay(host, port, direct_token, polls, tabs, args.seconds, pid, tls)
-            through = replay("127.0.0.1", gw_port, gw_token, polls, tabs, args.seconds, pid)
+            direct = replay(host, port, direct_tokens, polls, tabs, args.seconds, pid, tls)
+            through = replay("127.0.0.1", gw_port, gw_tokens, polls, tabs, args.seconds, pid)
             through.update(staleness(f"{work}/gateway.log", through["window"]))
             ratio = through["mgr_cpu_s_per_min"] / direct["mgr_cpu_s_per_min"]
             base = results["idle_mgr_cpu_s_per_min"]
@@ -267,6 +304,8 @@ def main():
         gateway.terminate()
         gateway.wait(timeout=30)
         shutil.rmtree(work, ignore_errors=True)
+        for role in roles:
+            dashboard_account(host, port, tls, admin, "DELETE", role)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or f"bench/results/{stamp}-manager-load-{release}.json"
     with open(out, "w") as f:
@@ -277,7 +316,8 @@ def main():
 
 
 def table(results):
-    lines = [f"ceph-mgr CPU of N open tabs (Ceph {results['release']}, {results['seconds']:.0f} s each; "
+    lines = [f"ceph-mgr CPU of N open tabs (Ceph {results['release']}, users of "
+             f"{', '.join(results.get('roles', ['administrator']))} in turn, {results['seconds']:.0f} s each; "
              f"idle {results['idle_mgr_cpu_s_per_min']} s/min)", "",
              "| tabs | requests/min | mgr CPU s/min direct | through the gateway | ratio | "
              "ratio above idle | answers kept | age p50 / p99 / max (ms) |",

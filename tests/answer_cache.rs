@@ -1,8 +1,8 @@
 //! The answer cache (`[answer_cache]`) in front of the real dashboard: identical requests
 //! at once make one dashboard request (counted by the gateway's
 //! `clustergate_upstream_requests_total`, which counts every answer a dashboard gave it),
-//! for every user the edge admitted with the service account and per user with their own
-//! identity; a write through the gateway drops the kept answers; a role that loses the
+//! for the users the dashboard sees as one account (of the same roles) and per user with
+//! their own identity; an answer kept for one role is never another's; a write through the gateway drops the kept answers; a role that loses the
 //! operation is refused at the edge while its answer is still kept; no answer is older than
 //! its ttl; errors are not kept.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -63,15 +63,17 @@ async fn at_once(
 }
 
 #[tokio::test]
-async fn requests_at_once_of_every_admitted_user_make_one_dashboard_request() {
+async fn requests_at_once_of_users_of_the_same_roles_make_one_dashboard_request() {
     let dash = Dashboard::shared();
     let gw = Gateway::with_admin_and_viewer()
+        .user(User::new("admin2", "Adm1n-Two-Pass", &["administrator"]))
         .upstream(dash)
         .answer_cache(&[("/api/summary", LONG_MS)])
         .start();
+    // Two people the dashboard sees as one account (upstream.identity = "roles").
     let tokens = [
         gw.login(ADMIN, ADMIN_PW).await,
-        gw.login(VIEWER, VIEWER_PW).await,
+        gw.login("admin2", "Adm1n-Two-Pass").await,
     ];
     let mut replies = Vec::new();
     let asked = dashboard_requests_of(&gw, async {
@@ -91,6 +93,20 @@ async fn requests_at_once_of_every_admitted_user_make_one_dashboard_request() {
     assert_eq!(cache_results(&metrics, "miss"), 1.0, "{metrics}");
     assert_eq!(coalesced + hits, 29.0, "{metrics}");
 
+    // A user of other roles is another account: never served the administrators' answer.
+    let viewer = gw.login(VIEWER, VIEWER_PW).await;
+    let asked = dashboard_requests_of(&gw, async {
+        for _ in 0..2 {
+            let reply = gw.api_get("/api/summary", Some(&viewer)).await;
+            assert_eq!(reply.status, 200, "{}", reply.text());
+        }
+    })
+    .await;
+    assert_eq!(
+        asked, 1.0,
+        "the viewer's own answer, then kept for the viewer"
+    );
+
     // Another operation, not configured, goes to the dashboard every time.
     let asked = dashboard_requests_of(&gw, async {
         for _ in 0..3 {
@@ -104,6 +120,39 @@ async fn requests_at_once_of_every_admitted_user_make_one_dashboard_request() {
     })
     .await;
     assert_eq!(asked, 3.0);
+}
+
+/// What the dashboard gives a role inside an answer is that role's, whoever asked before:
+/// the health report kept for an administrator is not served to a grafana reader, whose
+/// account the dashboard hides the cluster's maps from.
+#[tokio::test]
+async fn an_answer_kept_for_one_role_is_never_served_to_another() {
+    let dash = Dashboard::shared();
+    let gw = Gateway::new()
+        .user(User::admin())
+        .user(User::new("grafana", "Gr4fana-Pass", &["grafana-reader"]))
+        .file(
+            "roles.toml",
+            "[[roles]]\nname = \"grafana-reader\"\n[roles.scopes_permissions]\ngrafana = [\"read\"]\n",
+        )
+        .extra_toml("auth", "roles_file = \"roles.toml\"")
+        .upstream(dash)
+        .answer_cache(&[("/api/health/minimal", LONG_MS)])
+        .start();
+    let admin = gw.login(ADMIN, ADMIN_PW).await;
+    let grafana = gw.login("grafana", "Gr4fana-Pass").await;
+    let full = gw.api_get("/api/health/minimal", Some(&admin)).await;
+    assert_eq!(full.status, 200, "{}", full.text());
+    assert!(full.json().get("osd_map").is_some(), "{}", full.text());
+    let filtered = gw.api_get("/api/health/minimal", Some(&grafana)).await;
+    assert_eq!(filtered.status, 200, "{}", filtered.text());
+    for hidden in ["osd_map", "mon_status", "mgr_map", "hosts"] {
+        assert!(
+            filtered.json().get(hidden).is_none(),
+            "{hidden} served to a grafana reader: {}",
+            filtered.text()
+        );
+    }
 }
 
 #[tokio::test]

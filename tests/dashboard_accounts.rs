@@ -369,7 +369,11 @@ async fn each_mode_names_who_acted_in_the_dashboards_audit_and_the_gateways() {
     };
     let local = || Gateway::new().user(User::new(POOLMGR, &password, &["pool-manager"]));
     let modes = [
-        ("local-service", audited(local())),
+        ("local-roles", audited(local())),
+        (
+            "local-service",
+            audited(local().extra_toml("upstream", "identity = \"service\"")),
+        ),
         ("local-user", audited(local().user_identity())),
         ("dashboard", audited(Gateway::new().dashboard_accounts(5))),
     ];
@@ -380,7 +384,7 @@ async fn each_mode_names_who_acted_in_the_dashboards_audit_and_the_gateways() {
         let claims = jwt_payload(&token);
         let lifetime = claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap();
         match mode {
-            "local-service" => assert_eq!(lifetime, 28800, "{mode}"),
+            "local-roles" | "local-service" => assert_eq!(lifetime, 28800, "{mode}"),
             // The dashboard's token ends an hour after its own `iat`, read during the login
             // (a second or two after the gateway's): the gateway's ends with it.
             _ => assert!(
@@ -394,7 +398,9 @@ async fn each_mode_names_who_acted_in_the_dashboards_audit_and_the_gateways() {
         );
         seen.push((mode, dashboard_user, gateway_user));
     }
+    let role_account = role_account_name(SHARED_ACCOUNTS_KEY, &["pool-manager"]);
     let expected = [
+        ("local-roles", role_account.as_str(), POOLMGR),
         ("local-service", "clustergate", POOLMGR),
         ("local-user", POOLMGR, POOLMGR),
         ("dashboard", POOLMGR, POOLMGR),

@@ -17,6 +17,7 @@ pub use table::{AccessError, AccessTable, Lookup, OperationId, Requirement};
 
 use crate::auth::{Auth, AuthError};
 use crate::ceph_release::CephRelease;
+use crate::dashboard_identity;
 use crate::edge::headers::carries_only;
 use crate::edge::request::joined_header;
 use crate::forward::Forward;
@@ -107,10 +108,6 @@ pub struct Admission {
     /// change accounts could otherwise give every user of a set of roles more.
     managed_accounts: bool,
 }
-
-/// The paths of the accounts and roles the gateway manages.
-/// (`dashboard_identity::ACCOUNT_PREFIX` and `ROLE_PREFIX`, which a test compares.)
-const MANAGED_PATHS: [&str; 2] = ["/api/user/cg-", "/api/role/cg-role-"];
 
 impl Admission {
     pub fn new(
@@ -245,19 +242,37 @@ impl Admission {
             path.strip_prefix(account.as_str())
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
         });
-        let on_managed = self.managed_accounts && MANAGED_PATHS.iter().any(|p| path.starts_with(p));
-        on_service_account || on_managed
+        on_service_account || (self.managed_accounts && on_managed_account_or_role(path))
     }
+}
+
+/// Whether `path` names an account or a role the gateway manages (`/api/user/cg-<16 hex>`,
+/// `/api/role/cg-role-<tag>-...`): only names of the gateway's shape, so that the cluster's
+/// own accounts that merely start alike stay the dashboard's to decide.
+fn on_managed_account_or_role(path: &str) -> bool {
+    let name_after = |prefix: &str| {
+        let rest = path.strip_prefix(prefix)?;
+        rest.split('/').next()
+    };
+    name_after("/api/user/").is_some_and(dashboard_identity::is_managed_account)
+        || name_after("/api/role/").is_some_and(dashboard_identity::is_mirrored_role)
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::dashboard_identity::{ACCOUNT_PREFIX, ROLE_PREFIX};
+    use super::on_managed_account_or_role as managed;
 
     #[test]
-    fn the_managed_paths_are_those_of_the_names_the_gateway_gives() {
-        let user = format!("/api/user/{ACCOUNT_PREFIX}");
-        let role = format!("/api/role/{ROLE_PREFIX}");
-        assert_eq!(super::MANAGED_PATHS, [user.as_str(), role.as_str()]);
+    fn only_names_of_the_gateways_shape_are_its_accounts_and_roles() {
+        assert!(managed("/api/user/cg-0123456789abcdef"));
+        assert!(managed("/api/user/cg-0123456789abcdef/change_password"));
+        assert!(managed("/api/role/cg-role-a1b2c3-auditors"));
+        assert!(managed("/api/role/cg-role-a1b2c3-auditors/clone"));
+        assert!(!managed("/api/user/cg-probe-nonexistent"));
+        assert!(!managed("/api/user/cg-0123456789abcdeg"));
+        assert!(!managed("/api/user/cg-0123456789abcdef0"));
+        assert!(!managed("/api/role/cg-role-auditors"));
+        assert!(!managed("/api/role/cg-role-a1b2c3"));
+        assert!(!managed("/api/pool/cg-0123456789abcdef"));
     }
 }

@@ -375,6 +375,25 @@ impl RoleAccounts {
     }
 }
 
+/// Whether `name` has the shape of the accounts the gateway makes: `cg-` and 16 lower-case
+/// hex digits.
+pub fn is_managed_account(name: &str) -> bool {
+    name.strip_prefix(ACCOUNT_PREFIX)
+        .is_some_and(|digits| digits.len() == 16 && is_lower_hex(digits))
+}
+
+/// Whether `name` has the shape of the roles the gateway mirrors: `cg-role-`, 6 lower-case
+/// hex digits, `-` and a name.
+pub fn is_mirrored_role(name: &str) -> bool {
+    name.strip_prefix(ROLE_PREFIX)
+        .and_then(|rest| rest.split_once('-'))
+        .is_some_and(|(tag, role)| tag.len() == 6 && is_lower_hex(tag) && !role.is_empty())
+}
+
+fn is_lower_hex(text: &str) -> bool {
+    text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// 6 hex digits of a digest of the deployment's key.
 fn role_tag(key: &Secret) -> String {
     let digest = password::keyed_digest(key, ROLE_TAG_CONTEXT, []);
@@ -494,6 +513,8 @@ mod tests {
         assert_ne!(name(&c), name(&d));
         assert!(name(&a).starts_with(ACCOUNT_PREFIX));
         assert_eq!(name(&a).len(), ACCOUNT_PREFIX.len() + 16);
+        assert!(is_managed_account(&name(&a)));
+        assert!(is_mirrored_role(&accounts.mirrored_role("grafana-viewer")));
         let tag = &accounts.role_tag;
         assert_eq!(tag.len(), 6);
         assert_eq!(

@@ -17,9 +17,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use accounts::{AccountLogins, RoleAccounts};
-#[cfg(test)]
-pub use accounts::{ACCOUNT_PREFIX, ROLE_PREFIX};
+pub use accounts::{is_managed_account, is_mirrored_role, AccountLogins, RoleAccounts};
 
 use crate::state::UnixTime;
 use crate::upstream::credentials::CredentialError;
