@@ -4,6 +4,7 @@
 //! (403), the role (403), the version (415). The operation table (`table`) says what each
 //! dashboard operation needs.
 
+mod drift;
 mod releases;
 mod table;
 
@@ -107,6 +108,8 @@ pub struct Admission {
     /// "roles"`): then only it changes them and the roles it mirrors; a user allowed to
     /// change accounts could otherwise give every user of a set of roles more.
     managed_accounts: bool,
+    /// The unknown operations forwarded and logged (since the last reload).
+    drift: drift::DriftLog,
 }
 
 impl Admission {
@@ -126,7 +129,14 @@ impl Admission {
             vendor,
             service_account_path,
             managed_accounts,
+            drift: drift::DriftLog::default(),
         }
+    }
+
+    /// An API request no operation of the table matches, forwarded for `manager` to decide:
+    /// the operation as the log names it (`drift::fold`), the first time only.
+    pub fn first_unknown(&self, manager: &str, method: &Method, path: &str) -> Option<String> {
+        self.drift.first_time(manager, method, path)
     }
 
     /// The table for a manager running `manager` (`None`: not known).
