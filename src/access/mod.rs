@@ -19,6 +19,7 @@ pub use table::{AccessError, AccessTable, Lookup, OperationId, Requirement};
 use crate::auth::{Auth, AuthError};
 use crate::ceph_release::CephRelease;
 use crate::dashboard_identity;
+use crate::docs::Offer;
 use crate::edge::headers::carries_only;
 use crate::edge::request::joined_header;
 use crate::forward::Forward;
@@ -150,11 +151,16 @@ impl Admission {
             .lookup(choice, method, path, route == Route::Api)
     }
 
-    /// Whether the gateway forwards the operation `method template` (an OpenAPI path
-    /// template) of the `choice` table to someone: not closed, not refused, known.
-    pub fn offers(&self, choice: TableChoice, method: &Method, template: &str) -> bool {
+    /// What the gateway does with the operation `method template` (an OpenAPI path
+    /// template of the manager's document) by the `choice` table.
+    pub fn offer(&self, choice: TableChoice, method: &Method, template: &str) -> Offer {
         let lookup = self.tables.lookup(choice, method, template, true);
-        lookup.operation.is_some() && lookup.requirement.is_ok()
+        match (lookup.operation, lookup.requirement) {
+            (Some(_), Ok(_)) => Offer::Checked,
+            (None, Ok(_)) => Offer::Unknown { forwarded: true },
+            (None, Err(AccessError::UnknownPath)) => Offer::Unknown { forwarded: false },
+            _ => Offer::Refused,
+        }
     }
 
     /// The template of an operation `lookup` found, e.g. `/api/pool/{pool_name}`.

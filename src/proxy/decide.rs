@@ -63,7 +63,7 @@ impl Gateway {
                 let admission = self.admission.load();
                 let (table, _) = self.release_now(&admission);
                 let offered = |method: &http::Method, template: &str| {
-                    admission.offers(table, method, template)
+                    admission.offer(table, method, template)
                 };
                 docs::answer(self.docs.as_ref(), method, &path, &offered)
                     .await
