@@ -14,10 +14,13 @@ pub const MAX_REMEMBERED: usize = 1000;
 /// A path segment longer than this is a name, not a word of the API.
 const MAX_WORD: usize = 32;
 
+/// An operation logged: the manager, the method, the path folded.
+type Logged = (Box<str>, Method, Box<str>);
+
 /// Which unknown operations were logged, per manager.
 #[derive(Debug, Default)]
 pub struct DriftLog {
-    logged: Mutex<HashSet<(Box<str>, Method, Box<str>)>>,
+    logged: Mutex<HashSet<Logged>>,
 }
 
 impl DriftLog {
