@@ -234,15 +234,36 @@ fn auth_paths() -> Map<String, Value> {
     paths
 }
 
+/// What the gateway does with one operation of the manager's document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// Its table knows the operation and forwards it to someone.
+    Checked,
+    /// Its table does not know the operation (a release newer than the table):
+    /// `forwarded` for the dashboard to decide (`access.unknown_operations = "forward"`),
+    /// else refused.
+    Unknown { forwarded: bool },
+    /// Closed, or not opened.
+    Refused,
+}
+
+/// The top-level list of the operations of the manager's document the gateway's table
+/// does not know (`METHOD /template`), forwarded or not: a newer release's drift.
+pub const UNKNOWN_LIST: &str = "x-clustergate-unknown-operations";
+/// Marks each such operation the gateway forwards, for the dashboard to decide.
+pub const UNKNOWN_MARK: &str = "x-clustergate-unknown";
+
+type Offered<'a> = &'a (dyn Fn(&http::Method, &str) -> Offer + Sync);
+
 /// The page at `/docs`: a self-contained browser for the document (no CDN).
 /// Answers `/docs...`: the page, or the document. `docs` is `None` without backends.
-/// `offered(method, path template)`: whether the gateway forwards the operation; the
-/// document lists only those (and the gateway's own).
+/// `offered(method, path template)`: what the gateway does with the operation; the
+/// document lists those it forwards (and the gateway's own).
 pub async fn answer(
     docs: Option<&Docs>,
     method: &http::Method,
     path: &str,
-    offered: &(dyn Fn(&http::Method, &str) -> bool + Sync),
+    offered: Offered<'_>,
 ) -> Result<LocalResponse, DocsError> {
     if method != http::Method::GET && method != http::Method::HEAD {
         return Err(DocsError::MethodNotAllowed);
@@ -271,13 +292,15 @@ fn operation_method(key: &str) -> Option<http::Method> {
 }
 
 /// The document without the operations the gateway refuses (closed, not opened, unknown
-/// to the manager's table); a path left without operations goes too. The gateway's own
-/// auth operations are offered.
-fn only_offered(body: &Bytes, offered: &(dyn Fn(&http::Method, &str) -> bool + Sync)) -> Bytes {
+/// to the manager's table and not forwarded); a path left without operations goes too.
+/// The gateway's own auth operations are offered. The operations the table does not know
+/// are listed under [`UNKNOWN_LIST`], and those forwarded marked [`UNKNOWN_MARK`].
+fn only_offered(body: &Bytes, offered: Offered<'_>) -> Bytes {
     let Ok(mut doc) = serde_json::from_slice::<Value>(body) else {
         return body.clone();
     };
     let own = auth_paths();
+    let mut unknown = Vec::new();
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
         paths.retain(|path, item| {
             if own.contains_key(path) {
@@ -286,13 +309,28 @@ fn only_offered(body: &Bytes, offered: &(dyn Fn(&http::Method, &str) -> bool + S
             let Some(item) = item.as_object_mut() else {
                 return false;
             };
-            item.retain(|key, _| match operation_method(key) {
-                Some(method) => offered(&method, path),
-                // (`parameters`, `summary`: not operations)
-                None => true,
+            item.retain(|key, operation| {
+                let Some(method) = operation_method(key) else {
+                    // (`parameters`, `summary`: not operations)
+                    return true;
+                };
+                match offered(&method, path) {
+                    Offer::Checked => true,
+                    Offer::Refused => false,
+                    Offer::Unknown { forwarded } => {
+                        unknown.push(Value::String(format!("{method} {path}")));
+                        if let (true, Some(operation)) = (forwarded, operation.as_object_mut()) {
+                            operation.insert(UNKNOWN_MARK.into(), Value::Bool(true));
+                        }
+                        forwarded
+                    }
+                }
             });
             item.keys().any(|key| operation_method(key).is_some())
         });
+    }
+    if let Some(obj) = doc.as_object_mut() {
+        obj.insert(UNKNOWN_LIST.into(), Value::Array(unknown));
     }
     Bytes::from(doc.to_string())
 }
@@ -360,13 +398,50 @@ mod tests {
             "/api/auth": {"post": {}},
         }});
         let body = Bytes::from(doc.to_string());
-        let offered =
-            |method: &http::Method, path: &str| path == "/api/pool" && *method == http::Method::GET;
+        let offered = |method: &http::Method, path: &str| match path == "/api/pool"
+            && *method == http::Method::GET
+        {
+            true => Offer::Checked,
+            false => Offer::Refused,
+        };
         let listed: Value = serde_json::from_slice(&only_offered(&body, &offered)).unwrap();
         assert_eq!(
             listed["paths"],
             json!({"/api/pool": {"get": {}, "parameters": []}, "/api/auth": {"post": {}}})
         );
+        assert_eq!(listed[UNKNOWN_LIST], json!([]));
+    }
+
+    /// Issue 32, item 3: the operations of the manager's document the table does not know
+    /// are listed; forwarded, they stay in `paths`, marked.
+    #[test]
+    fn operations_the_table_does_not_know_are_listed_and_marked() {
+        let doc = json!({"paths": {
+            "/api/pool": {"get": {}},
+            "/api/nvmeof/gateway": {"get": {"tags": ["NVMe-oF"]}},
+            "/api/smb/cluster": {"post": {}},
+        }});
+        let body = Bytes::from(doc.to_string());
+        let offered = |forwarded: bool| {
+            move |_: &http::Method, path: &str| match path {
+                "/api/pool" => Offer::Checked,
+                _ => Offer::Unknown { forwarded },
+            }
+        };
+        let unknown = json!(["GET /api/nvmeof/gateway", "POST /api/smb/cluster"]);
+        let forwarding: Value =
+            serde_json::from_slice(&only_offered(&body, &offered(true))).unwrap();
+        assert_eq!(forwarding[UNKNOWN_LIST], unknown);
+        let gateway = &forwarding["paths"]["/api/nvmeof/gateway"]["get"];
+        assert_eq!(gateway[UNKNOWN_MARK], true);
+        assert_eq!(gateway["tags"], json!(["NVMe-oF"]));
+        assert!(forwarding["paths"]["/api/pool"]["get"]
+            .get(UNKNOWN_MARK)
+            .is_none());
+        let refusing: Value =
+            serde_json::from_slice(&only_offered(&body, &offered(false))).unwrap();
+        assert_eq!(refusing[UNKNOWN_LIST], unknown);
+        assert_eq!(refusing["paths"], json!({"/api/pool": {"get": {}}}));
     }
 
     #[test]

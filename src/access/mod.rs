@@ -4,6 +4,7 @@
 //! (403), the role (403), the version (415). The operation table (`table`) says what each
 //! dashboard operation needs.
 
+mod drift;
 mod releases;
 mod table;
 
@@ -18,6 +19,7 @@ pub use table::{AccessError, AccessTable, Lookup, OperationId, Requirement};
 use crate::auth::{Auth, AuthError};
 use crate::ceph_release::CephRelease;
 use crate::dashboard_identity;
+use crate::docs::Offer;
 use crate::edge::headers::carries_only;
 use crate::edge::request::joined_header;
 use crate::forward::Forward;
@@ -107,6 +109,8 @@ pub struct Admission {
     /// "roles"`): then only it changes them and the roles it mirrors; a user allowed to
     /// change accounts could otherwise give every user of a set of roles more.
     managed_accounts: bool,
+    /// The unknown operations forwarded and logged (since the last reload).
+    drift: drift::DriftLog,
 }
 
 impl Admission {
@@ -126,7 +130,14 @@ impl Admission {
             vendor,
             service_account_path,
             managed_accounts,
+            drift: drift::DriftLog::default(),
         }
+    }
+
+    /// An API request no operation of the table matches, forwarded for `manager` to decide:
+    /// the operation as the log names it (`drift::fold`), the first time only.
+    pub fn first_unknown(&self, manager: &str, method: &Method, path: &str) -> Option<String> {
+        self.drift.first_time(manager, method, path)
     }
 
     /// The table for a manager running `manager` (`None`: not known).
@@ -140,11 +151,16 @@ impl Admission {
             .lookup(choice, method, path, route == Route::Api)
     }
 
-    /// Whether the gateway forwards the operation `method template` (an OpenAPI path
-    /// template) of the `choice` table to someone: not closed, not refused, known.
-    pub fn offers(&self, choice: TableChoice, method: &Method, template: &str) -> bool {
+    /// What the gateway does with the operation `method template` (an OpenAPI path
+    /// template of the manager's document) by the `choice` table.
+    pub fn offer(&self, choice: TableChoice, method: &Method, template: &str) -> Offer {
         let lookup = self.tables.lookup(choice, method, template, true);
-        lookup.operation.is_some() && lookup.requirement.is_ok()
+        match (lookup.operation, lookup.requirement) {
+            (Some(_), Ok(_)) => Offer::Checked,
+            (None, Ok(_)) => Offer::Unknown { forwarded: true },
+            (None, Err(AccessError::UnknownPath)) => Offer::Unknown { forwarded: false },
+            _ => Offer::Refused,
+        }
     }
 
     /// The template of an operation `lookup` found, e.g. `/api/pool/{pool_name}`.

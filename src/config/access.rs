@@ -40,7 +40,8 @@ pub struct AccessConfig {
     /// lower one for a release without its own); one (`access.release` or
     /// `access.scopes_file`): every manager gets it.
     pub tables: Vec<ReleaseRules>,
-    /// What becomes of a request no operation of the table matches.
+    /// What becomes of a request no operation of the table matches (the default depends
+    /// on whom the dashboard sees: set by `Config::validate`).
     pub unknown_operations: UnknownOperations,
 }
 
@@ -61,8 +62,22 @@ pub enum UnknownOperations {
     #[default]
     Refuse,
     /// Forwarded for any valid token, the dashboard deciding (only where the dashboard
-    /// sees the real user).
+    /// sees the real user or their roles).
     Forward,
+}
+
+impl UnknownOperations {
+    /// The setting when the file leaves it out: where the dashboard sees the user or their
+    /// roles, its own RBAC decides what the table does not know (an operation of a release
+    /// newer than the table works as directly); with the service account it would decide
+    /// as an administrator, so the gateway refuses.
+    pub fn default_for(dashboard_sees_user: bool) -> UnknownOperations {
+        if dashboard_sees_user {
+            UnknownOperations::Forward
+        } else {
+            UnknownOperations::Refuse
+        }
+    }
 }
 
 /// One dashboard operation: `method path` needs `permission` on `scope`.
@@ -100,11 +115,10 @@ pub(super) fn validate(
     forwarding: bool,
 ) -> AccessConfig {
     let scopes_file = access.scopes_file.as_deref().map(|f| at.resolve(f));
-    let unknown_operations = unknown_operations(errors, at.file, &access);
     let mut config = AccessConfig {
         scopes_file,
         tables: Vec::new(),
-        unknown_operations,
+        unknown_operations: UnknownOperations::default(),
     };
     if !forwarding {
         return config;
@@ -164,21 +178,24 @@ fn table_sources(
     }
 }
 
-fn unknown_operations(
+/// `access.unknown_operations` as written; `None` when left out (see
+/// [`UnknownOperations::default_for`]).
+pub(super) fn unknown_operations(
     errors: &mut ConfigErrors,
     f: &Path,
-    access: &AccessSection,
-) -> UnknownOperations {
-    match access.unknown_operations.as_deref() {
-        None | Some("refuse") => UnknownOperations::Refuse,
-        Some("forward") => UnknownOperations::Forward,
+    written: Option<&str>,
+) -> Option<UnknownOperations> {
+    match written {
+        None => None,
+        Some("refuse") => Some(UnknownOperations::Refuse),
+        Some("forward") => Some(UnknownOperations::Forward),
         Some(other) => {
             errors.push(
                 f,
                 "access.unknown_operations",
                 format!("{other:?}: use \"refuse\" or \"forward\""),
             );
-            UnknownOperations::Refuse
+            None
         }
     }
 }

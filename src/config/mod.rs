@@ -135,10 +135,17 @@ impl Config {
         if let (Some((server, _)), Some(Some(upstream))) = (&listeners, &upstream) {
             check_body_budget(&mut errors, source, server, upstream);
         }
-        let access = access::validate(&mut errors, &at, file.access, upstream.is_some());
+        let unknown_operations = access::unknown_operations(
+            &mut errors,
+            source,
+            file.access.unknown_operations.as_deref(),
+        );
+        let mut access = access::validate(&mut errors, &at, file.access, upstream.is_some());
         let sees_user = auth.source == AuthSource::Dashboard
             || matches!(&upstream, Some(Some(u)) if u.identity != UpstreamIdentity::Service);
-        if access.unknown_operations == UnknownOperations::Forward && !sees_user {
+        access.unknown_operations =
+            unknown_operations.unwrap_or(UnknownOperations::default_for(sees_user));
+        if unknown_operations == Some(UnknownOperations::Forward) && !sees_user {
             errors.push(source, "access.unknown_operations", "\"forward\" needs the dashboard to see the real user or their roles (auth.source = \"dashboard\", upstream.identity = \"roles\" or \"user\"): with the service account it would hand anyone the service account's rights; use \"refuse\"");
         }
         let state = state::validate(&mut errors, &at, file.state);

@@ -273,14 +273,23 @@ fn a_release_pins_its_built_in_table() {
     assert!(e.mentions("access.release"), "{e}");
 }
 
+/// `with_access` with `upstream.identity = identity`.
+fn with_identity(
+    d: &tempfile::TempDir,
+    identity: &str,
+    access: &str,
+) -> Result<Config, ConfigErrors> {
+    crate::secrets::write_private(&d.path().join("upstream.pass"), "stand-in".as_bytes()).unwrap();
+    let text = format!("[upstream]\nservers = [\"http://127.0.0.1:1\"]\nidentity = \"{identity}\"\n[access]\n{access}");
+    parse(&text, d.path())
+}
+
 #[test]
 fn forwarding_unknown_operations_needs_the_dashboard_to_see_the_user() {
     let d = dir();
     let e = with_access(&d, "unknown_operations = \"maybe\"\n", "").unwrap_err();
     assert!(e.mentions("access.unknown_operations"), "{e}");
-    let service = "[upstream]\nservers = [\"http://127.0.0.1:1\"]\nidentity = \"service\"\n\
-                   [access]\nunknown_operations = \"forward\"\n";
-    let e = parse(service, d.path()).unwrap_err();
+    let e = with_identity(&d, "service", "unknown_operations = \"forward\"\n").unwrap_err();
     assert!(e.mentions("access.unknown_operations"), "{e}");
     let c = with_access(
         &d,
@@ -292,6 +301,31 @@ fn forwarding_unknown_operations_needs_the_dashboard_to_see_the_user() {
         c.access.unknown_operations,
         super::UnknownOperations::Forward
     );
+}
+
+/// Issue 32, item 3: where the dashboard sees the user or their roles, operations the
+/// tables do not know are the dashboard's to decide unless the file says otherwise; with
+/// the service account the gateway refuses them.
+#[test]
+fn unknown_operations_are_forwarded_by_default_where_the_dashboard_sees_the_user() {
+    use super::UnknownOperations::{Forward, Refuse};
+    let d = dir();
+    let unknown = |identity: &str, access: &str| {
+        with_identity(&d, identity, access)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .access
+            .unknown_operations
+    };
+    assert_eq!(unknown("roles", ""), Forward);
+    assert_eq!(unknown("user", ""), Forward);
+    assert_eq!(unknown("service", ""), Refuse);
+    assert_eq!(
+        unknown("roles", "unknown_operations = \"refuse\"\n"),
+        Refuse
+    );
+    let dashboard =
+        with_access(&d, "", "[auth]\nsource = \"dashboard\"\n").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(dashboard.access.unknown_operations, Forward);
 }
 
 #[test]

@@ -66,6 +66,7 @@ pub struct Metrics {
     upstream_release: IntGaugeVec,
     upstream_overload: IntCounterVec,
     dashboard_accounts: IntCounterVec,
+    unknown_operations: IntCounterVec,
     state_up: IntGauge,
     state_errors: IntCounter,
     state_revocations_refused: IntCounter,
@@ -196,6 +197,13 @@ impl Metrics {
             ),
             &["action", "result"],
         )?;
+        let unknown_operations = IntCounterVec::new(
+            Opts::new(
+                "clustergate_unknown_operations_total",
+                "API requests no operation of the gateway's table matches, forwarded for the dashboard to decide as the user's roles (access.unknown_operations = \"forward\"), by the manager's Ceph release and method: a release newer than the table",
+            ),
+            &["release", "method"],
+        )?;
         let upstream_overload = IntCounterVec::new(
             Opts::new(
                 "clustergate_upstream_overload_total",
@@ -248,6 +256,7 @@ impl Metrics {
         registry.register(Box::new(upstream_release.clone()))?;
         registry.register(Box::new(upstream_overload.clone()))?;
         registry.register(Box::new(dashboard_accounts.clone()))?;
+        registry.register(Box::new(unknown_operations.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(request_duration.clone()))?;
         registry.register(Box::new(logins.clone()))?;
@@ -277,6 +286,7 @@ impl Metrics {
             upstream_release,
             upstream_overload,
             dashboard_accounts,
+            unknown_operations,
             state_up,
             state_errors,
             state_revocations_refused,
@@ -396,6 +406,14 @@ impl Metrics {
     pub fn dashboard_account(&self, action: &'static str, result: &'static str) {
         self.dashboard_accounts
             .with_label_values(&[action, result])
+            .inc();
+    }
+
+    /// A request to an operation the table does not know, forwarded to a manager running
+    /// `release` (`X.Y`: as many values as the managers run).
+    pub fn unknown_operation(&self, release: &str, method: &http::Method) {
+        self.unknown_operations
+            .with_label_values(&[release, METHOD_LABELS[method_index(method)]])
             .inc();
     }
 

@@ -63,7 +63,7 @@ impl Gateway {
                 let admission = self.admission.load();
                 let (table, _) = self.release_now(&admission);
                 let offered = |method: &http::Method, template: &str| {
-                    admission.offers(table, method, template)
+                    admission.offer(table, method, template)
                 };
                 docs::answer(self.docs.as_ref(), method, &path, &offered)
                     .await
@@ -95,6 +95,9 @@ impl Gateway {
         let lookup = admission.lookup(table, &session.req_header().method, path, ctx.route);
         let request = access::Request::of(session.req_header(), ctx.route, path, edition);
         let admitted = self.admit(&admission, request, lookup, active).await;
+        if admitted.is_ok() && lookup.operation.is_none() && ctx.route == Route::Api {
+            self.note_unknown(&admission, &session.req_header().method, path, ctx);
+        }
         ctx.operation = lookup.operation.map(|id| (admission, id));
         let forward = admitted?;
         ctx.subject.of_user(forward.user.as_deref());
@@ -125,6 +128,29 @@ impl Gateway {
                 forward.seen_as = self.seen_as(&forward);
                 Ok(forward)
             }
+        }
+    }
+
+    /// An admitted API request no operation of the table matches (forwarded for the
+    /// dashboard to decide, `access.unknown_operations = "forward"`): counted, and logged
+    /// the first time per manager, without its query.
+    fn note_unknown(
+        &self,
+        admission: &Admission,
+        method: &http::Method,
+        path: &str,
+        ctx: &RequestCtx,
+    ) {
+        let Some(manager) = self.upstreams.active() else {
+            return;
+        };
+        let release = manager
+            .release()
+            .map_or_else(String::new, |r| r.to_string());
+        self.metrics.unknown_operation(&release, method);
+        if let Some(operation) = admission.first_unknown(&manager.base, method, path) {
+            let _enter = ctx.span.enter();
+            tracing::info!(server = %manager.base, release = %release, %method, %operation, "an operation the gateway's table does not know: forwarded for the dashboard to decide as the user's roles (logged once per manager)");
         }
     }
 

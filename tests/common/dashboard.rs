@@ -310,16 +310,30 @@ impl Dashboard {
 
     /// `ceph -c DIR/ceph.conf ARGS` (bounded by `timeout`), that release's CLI.
     pub fn ceph(&self, args: &[&str]) -> Output {
-        let conf = self.dir.join("ceph.conf");
+        let mut cmd = self.cli("ceph");
+        cmd.args(["--connect-timeout", "15"]).args(args);
+        cmd.output().expect("run ceph")
+    }
+
+    /// `radosgw-admin -c DIR/ceph.conf ARGS` (bounded by `timeout`), which must succeed (a
+    /// cluster with data: `has_data`).
+    pub fn radosgw_admin(&self, args: &[&str]) {
+        let out = self.cli("radosgw-admin").args(args).output();
+        let out = out.expect("run radosgw-admin");
+        assert!(
+            out.status.success(),
+            "radosgw-admin {args:?}: {}",
+            output_text(&out)
+        );
+    }
+
+    /// `program -c DIR/ceph.conf`, that release's, bounded by `timeout`.
+    fn cli(&self, program: &str) -> Command {
         let mut cmd = harness_command(Path::new("timeout"));
         cmd.arg(CEPH_CLI_TIMEOUT);
         self.in_release_root(&mut cmd);
-        cmd.arg("ceph")
-            .arg("-c")
-            .arg(&conf)
-            .args(["--connect-timeout", "15"])
-            .args(args);
-        cmd.output().expect("run ceph")
+        cmd.arg(program).arg("-c").arg(self.dir.join("ceph.conf"));
+        cmd
     }
 
     /// For 18.2 and 20.2, runs the command that follows inside the release's root, with the

@@ -7,6 +7,10 @@ use std::fs;
 use super::ceph_dev::output_text;
 use super::{Dashboard, Gateway};
 
+/// The deployment key of the role accounts' passwords that tests on the shared dashboards
+/// use (one deployment: another key would set the same accounts' passwords anew).
+pub const ROLE_ACCOUNTS_KEY: &str = "role-accounts-test-key-0123456789abcdef";
+
 impl Gateway {
     /// Logins checked by the dashboard (no users file), with the gateway's lockout in
     /// front at `attempts` (the dashboard disables an account after 10).

@@ -31,7 +31,7 @@ mod users;
 
 pub use browser::*;
 pub use dashboard::*;
-pub use dashboard_accounts::{mirrored_role_name, role_account_name};
+pub use dashboard_accounts::{mirrored_role_name, role_account_name, ROLE_ACCOUNTS_KEY};
 pub use expect::*;
 pub use fault::*;
 pub use forwarding::*;
