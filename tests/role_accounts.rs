@@ -137,7 +137,21 @@ async fn grafana_reader_sees_what_the_dashboard_gives_that_role(dash: &Dashboard
         role.json()["scopes_permissions"],
         json!({"grafana": ["read"]})
     );
-    assert!(!gw.logs().contains(&token));
+    let logs = gw.logs();
+    assert!(!logs.contains(&token));
+    // The account's logins are logged as the role account's, by name, never as the
+    // service account's.
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("role account logged in") && l.contains(&name)),
+        "{logs}"
+    );
+    assert!(
+        !logs
+            .lines()
+            .any(|l| l.contains(&name) && l.contains("service account")),
+        "{logs}"
+    );
 }
 
 #[tokio::test]

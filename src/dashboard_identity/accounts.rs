@@ -116,7 +116,8 @@ impl RoleAccounts {
             },
             self.logins.backoff,
             self.metrics.clone(),
-        );
+        )
+        .role_account();
         let account = Arc::new(RoleAccount {
             roles: dashboard_roles(user),
             custom: sorted_custom(user),
