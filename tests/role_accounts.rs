@@ -292,3 +292,44 @@ async fn past_the_limit_of_role_sets_a_new_one_is_a_503_saying_what_to_do() {
         1.0
     );
 }
+
+/// A service account without the user scope (read-only): the dashboard refuses to make
+/// the account; the user gets a 502 in the dashboard's shape saying what to do, the metric
+/// counts the refusal, and no account holding more than the user's roles is left.
+#[tokio::test]
+async fn a_service_account_without_the_user_scope_is_a_502_saying_what_to_do() {
+    let dash = Dashboard::shared();
+    let service = unique("cg-svc-ro");
+    let password = format!("Pw-{}", uuid::Uuid::new_v4().simple());
+    dash.create_user(&service, &password, &["read-only"]);
+    let role = unique("refused");
+    let gw = gateway(dash, &role, "pool = [\"read\"]", &[])
+        .service_account(&service, &password)
+        .start();
+    let token = gw.login("holder", "H0lder-Pass").await;
+    let refused = gw.api_get("/api/summary", Some(&token)).await;
+    assert_eq!(refused.status, 502, "{}", refused.text());
+    let answer = refused.json();
+    assert_eq!(answer["status"], "502 Bad Gateway", "{}", refused.text());
+    assert!(answer["request_id"].is_string(), "{}", refused.text());
+    assert!(
+        answer["detail"]
+            .as_str()
+            .unwrap()
+            .contains("needs the user scope"),
+        "{}",
+        refused.text()
+    );
+    let mut refusals = 0.0;
+    for action in ["role", "create"] {
+        refusals += gw
+            .metric(
+                "clustergate_dashboard_accounts_total",
+                &[("action", action), ("result", "refused")],
+            )
+            .await;
+    }
+    assert!(refusals >= 1.0, "refusals counted: {refusals}");
+    let name = role_account_name(&[&format!("cg-role-{role}")]);
+    assert_eq!(account(dash, &name).await.status, 404, "nothing half made");
+}
