@@ -507,3 +507,39 @@ async fn a_back_channel_logout_ends_the_provider_tokens_issued_before_it_once() 
         assert_eq!(gw.api_get("/api/pool", Some(&before)).await.status, 401);
     }
 }
+
+/// With `upstream.identity = "roles"` a provider user acts upstream as an account holding
+/// its mapped roles (issue 32, item 3): the dashboard gives an RGW user's keys to the
+/// rgw-manager and withholds them from the read-only user, as it would directly.
+#[tokio::test]
+async fn a_provider_user_acts_upstream_as_its_mapped_roles() {
+    let dash = Dashboard::with_data("16.2");
+    let idp = OidcProvider::start(&[("rgwops", &["ceph-rgw"]), ("watcher", &[VIEWERS])]);
+    let gw = Gateway::with_dashboard_users()
+        .upstream(&dash)
+        .oidc(
+            &idp,
+            &[("ceph-rgw", &["rgw-manager"]), (VIEWERS, &["read-only"])],
+        )
+        .role_identity("oidc-bearer-test-key-0123456789abcdef")
+        .start();
+    let path = format!("/api/rgw/user/{}", dash.get("CG_RGW_USER"));
+    let keys_of = |answer: &Value| answer["keys"].as_array().map(Vec::len).unwrap_or(0);
+
+    let manager = gw.api_get(&path, Some(&idp.token("rgwops").await)).await;
+    assert_eq!(manager.status, 200, "{}", manager.text());
+    assert!(
+        keys_of(&manager.json()) > 0,
+        "rgw-manager: {}",
+        manager.text()
+    );
+
+    let reader = gw.api_get(&path, Some(&idp.token("watcher").await)).await;
+    assert_eq!(reader.status, 200, "{}", reader.text());
+    let answer = reader.json();
+    assert_eq!(keys_of(&answer), 0, "read-only got keys: {}", reader.text());
+    assert!(
+        !reader.text().contains(dash.get("CG_RGW_ACCESS_KEY")),
+        "read-only got the access key"
+    );
+}

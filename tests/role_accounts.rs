@@ -137,7 +137,21 @@ async fn grafana_reader_sees_what_the_dashboard_gives_that_role(dash: &Dashboard
         role.json()["scopes_permissions"],
         json!({"grafana": ["read"]})
     );
-    assert!(!gw.logs().contains(&token));
+    let logs = gw.logs();
+    assert!(!logs.contains(&token));
+    // The account's logins are logged as the role account's, by name, never as the
+    // service account's.
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("role account logged in") && l.contains(&name)),
+        "{logs}"
+    );
+    assert!(
+        !logs
+            .lines()
+            .any(|l| l.contains(&name) && l.contains("service account")),
+        "{logs}"
+    );
 }
 
 #[tokio::test]
@@ -277,4 +291,45 @@ async fn past_the_limit_of_role_sets_a_new_one_is_a_503_saying_what_to_do() {
         .await,
         1.0
     );
+}
+
+/// A service account without the user scope (read-only): the dashboard refuses to make
+/// the account; the user gets a 502 in the dashboard's shape saying what to do, the metric
+/// counts the refusal, and no account holding more than the user's roles is left.
+#[tokio::test]
+async fn a_service_account_without_the_user_scope_is_a_502_saying_what_to_do() {
+    let dash = Dashboard::shared();
+    let service = unique("cg-svc-ro");
+    let password = format!("Pw-{}", uuid::Uuid::new_v4().simple());
+    dash.create_user(&service, &password, &["read-only"]);
+    let role = unique("refused");
+    let gw = gateway(dash, &role, "pool = [\"read\"]", &[])
+        .service_account(&service, &password)
+        .start();
+    let token = gw.login("holder", "H0lder-Pass").await;
+    let refused = gw.api_get("/api/summary", Some(&token)).await;
+    assert_eq!(refused.status, 502, "{}", refused.text());
+    let answer = refused.json();
+    assert_eq!(answer["status"], "502 Bad Gateway", "{}", refused.text());
+    assert!(answer["request_id"].is_string(), "{}", refused.text());
+    assert!(
+        answer["detail"]
+            .as_str()
+            .unwrap()
+            .contains("needs the user scope"),
+        "{}",
+        refused.text()
+    );
+    let mut refusals = 0.0;
+    for action in ["role", "create"] {
+        refusals += gw
+            .metric(
+                "clustergate_dashboard_accounts_total",
+                &[("action", action), ("result", "refused")],
+            )
+            .await;
+    }
+    assert!(refusals >= 1.0, "refusals counted: {refusals}");
+    let name = role_account_name(&[&format!("cg-role-{role}")]);
+    assert_eq!(account(dash, &name).await.status, 404, "nothing half made");
 }

@@ -126,7 +126,8 @@ impl RoleAccounts {
             },
             self.logins.backoff,
             self.metrics.clone(),
-        );
+        )
+        .role_account();
         let account = Arc::new(RoleAccount {
             roles,
             custom: sorted_custom(user),

@@ -54,10 +54,10 @@ pub enum CredentialError {
     #[error(transparent)]
     Store(#[from] StateError),
     /// The dashboard refused the last login; the next one waits.
-    #[error("the dashboard refused the service account's login; the next attempt is in {} s", .retry_in.as_secs().max(1))]
+    #[error("the dashboard refused the account's login; the next attempt is in {} s", .retry_in.as_secs().max(1))]
     BackingOff { retry_in: Duration },
     /// The dashboard's count of consecutive failures leaves no attempt for this password.
-    #[error("the dashboard's count of the service account's consecutive failed logins leaves no attempt for this password")]
+    #[error("the dashboard's count of the account's consecutive failed logins leaves no attempt for this password")]
     Withheld,
 }
 
@@ -80,8 +80,42 @@ struct Password {
     new: bool,
 }
 
+/// Which account of the gateway's logs in: what its log lines call it, and what an
+/// operator does when the dashboard refuses its password.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccountKind {
+    /// `upstream.username`, with `upstream.password_file`.
+    Service,
+    /// An account the gateway manages for `upstream.identity = "roles"`, with a password
+    /// derived from the deployment key.
+    Role,
+}
+
+impl AccountKind {
+    /// What the log lines call the account.
+    fn noun(self) -> &'static str {
+        match self {
+            AccountKind::Service => "service account",
+            AccountKind::Role => "role account",
+        }
+    }
+
+    /// What to do when the dashboard refuses the account's password.
+    fn fix(self) -> &'static str {
+        match self {
+            AccountKind::Service => {
+                "check upstream.username and upstream.password_file, then reload (SIGHUP)"
+            }
+            AccountKind::Role => {
+                "the gateway sets the account's password again; check that every gateway of the deployment has the same upstream.accounts_key_file"
+            }
+        }
+    }
+}
+
 pub struct ServiceAccount {
     username: String,
+    kind: AccountKind,
     password: Mutex<Password>,
     /// The Accept header of the dashboard's login endpoint (version 1.0).
     login_accept: String,
@@ -121,6 +155,7 @@ impl ServiceAccount {
     ) -> Self {
         ServiceAccount {
             username,
+            kind: AccountKind::Service,
             password: Mutex::new(Password {
                 secret: password,
                 new: true,
@@ -132,6 +167,15 @@ impl ServiceAccount {
             login: tokio::sync::Mutex::new(()),
             last_renewal: Mutex::new(None),
             metrics,
+        }
+    }
+
+    /// The same login machinery for an account the gateway manages (its log lines name it
+    /// as one).
+    pub fn role_account(self) -> Self {
+        ServiceAccount {
+            kind: AccountKind::Role,
+            ..self
         }
     }
 
@@ -265,7 +309,7 @@ impl ServiceAccount {
             .await?;
         let Some(hold) = reserved else {
             self.metrics.upstream_login("withheld");
-            tracing::debug!(user = %self.username, "service account login withheld: the dashboard's count of failures is at the gateway's ceiling");
+            tracing::debug!(user = %self.username, "{} login withheld: the dashboard's count of failures is at the gateway's ceiling", self.kind.noun());
             return Err(CredentialError::Withheld);
         };
         let result = self.log_in(upstreams, backend, now, password).await;
@@ -298,7 +342,7 @@ impl ServiceAccount {
                 let until = unix_now_ms().saturating_add(millis(wait));
                 self.tokens.set_login_backoff(Some(until)).await?;
                 let left = RETRY_CEILING.saturating_sub(failures);
-                tracing::error!(user = %user, failures, next_attempt_in_s = wait.as_secs(), retries_left = left, "the service account's login failed: check upstream.username and upstream.password_file, then reload (SIGHUP); logins back off, and stop before the dashboard would disable the account");
+                tracing::error!(user = %user, failures, next_attempt_in_s = wait.as_secs(), retries_left = left, "the {}'s login failed: {}; logins back off, and stop before the dashboard would disable the account", self.kind.noun(), self.kind.fix());
                 Ok(())
             }
         }
@@ -360,15 +404,15 @@ impl ServiceAccount {
         match &result {
             Ok(_) => {
                 self.metrics.upstream_login("success");
-                tracing::info!(server = %backend.base, user = %self.username, "service account logged in");
+                tracing::info!(server = %backend.base, user = %self.username, "{} logged in", self.kind.noun());
             }
             Err(CredentialError::Login(LoginError::Refused(_))) => {
                 self.metrics.upstream_login("refused");
-                tracing::error!(server = %backend.base, user = %self.username, "the dashboard refused the service account's credentials");
+                tracing::error!(server = %backend.base, user = %self.username, "the dashboard refused the {}'s credentials", self.kind.noun());
             }
             Err(e) => {
                 self.metrics.upstream_login("error");
-                tracing::warn!(server = %backend.base, error = %e, "service account login failed");
+                tracing::warn!(server = %backend.base, user = %self.username, error = %e, "{} login failed", self.kind.noun());
             }
         }
         result
