@@ -40,12 +40,9 @@ const SAME_RESOURCE: [&str; 27] = [
     "/api/x/../cluster_conf",
 ];
 
-/// Spellings that cannot be normalized safely (encoded separators, controls, invalid or
+/// Spellings that cannot be normalized safely (an encoded backslash, controls, invalid or
 /// overlong UTF-8, bad escapes, climbing above the root): 400 before anything else.
-const REFUSED: [&str; 17] = [
-    "/api/settings%2F",
-    "/api/settings%2f",
-    "/api%2Fsettings",
+const REFUSED: [&str; 13] = [
     "/api/settings%5C",
     "/api%5Csettings",
     "/api\\settings",
@@ -58,14 +55,16 @@ const REFUSED: [&str; 17] = [
     "/api/settings%4",
     "/api/../../settings",
     "/../api/settings",
-    "/api/cluster_conf%2F",
     "/api/x/%C0%AE%C0%AE/settings",
 ];
 
 /// Spellings the dashboard does not serve as the guarded path (case, `;` parameters,
-/// double encoding, look-alike letters, other names): 404 with a token, never the guarded
-/// resource.
-const OTHER_RESOURCE: [&str; 16] = [
+/// double encoding, look-alike letters, other names, an encoded `/` its server keeps
+/// encoded within the segment): 404 with a token, never the guarded resource.
+const OTHER_RESOURCE: [&str; 19] = [
+    "/api/settings%2F",
+    "/api/settings%2f",
+    "/api/cluster_conf%2F",
     "/API/settings",
     "/api/Settings",
     "/api/%53ettings",
@@ -86,7 +85,8 @@ const OTHER_RESOURCE: [&str; 16] = [
 
 /// Odd targets only held to the invariant: never 2xx without a token or for the viewer.
 /// (An absolute-form target naming another host than `Host` gets pingora's bare 400.)
-const ODD: [&str; 6] = [
+const ODD: [&str; 7] = [
+    "/api%2Fsettings",
     "http://cg-test.invalid/api/settings",
     "/api/settings?x=1",
     "/api/settings#x",

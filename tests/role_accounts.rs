@@ -330,6 +330,6 @@ async fn a_service_account_without_the_user_scope_is_a_502_saying_what_to_do() {
             .await;
     }
     assert!(refusals >= 1.0, "refusals counted: {refusals}");
-    let name = role_account_name(&[&format!("cg-role-{role}")]);
+    let name = role_account_name(KEY, &[&mirrored_role_name(KEY, &role)]);
     assert_eq!(account(dash, &name).await.status, 404, "nothing half made");
 }

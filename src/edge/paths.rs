@@ -8,6 +8,11 @@
 //! them as a path parameter). We decode percent-encoded unreserved characters, resolve dot
 //! segments (RFC 3986 §5.2.4), collapse repeated slashes and drop a trailing one, then
 //! forward the result. What cannot be normalized safely is refused.
+//!
+//! An encoded `/` stays encoded, inside its segment: the dashboard's HTTP server (cheroot)
+//! decodes every escape of a path but `%2F`, so `/api/block/image/rbd%2Fimg` is the image
+//! operation with `image_spec` `rbd/img` there (its web UI spells RBD images so), and is
+//! the same one segment here.
 
 /// Longest path we accept; dashboard paths are far shorter.
 pub const MAX_PATH_BYTES: usize = 4096;
@@ -20,7 +25,7 @@ pub enum PathError {
     TooLong,
     #[error("the path contains an invalid percent-encoding")]
     BadEscape,
-    #[error("the path contains an encoded '/' or '\\\\', which cannot be routed safely")]
+    #[error("the path contains an encoded '\\\\', which cannot be routed safely")]
     EncodedSeparator,
     #[error("the path contains a backslash")]
     Backslash,
@@ -94,7 +99,8 @@ fn resolve(raw: &str) -> Result<String, PathError> {
 }
 
 /// Decodes `%XX` escapes of unreserved characters (RFC 3986 §2.3), upper-cases the hex
-/// of the others, and refuses separators, controls and malformed escapes.
+/// of the others (an encoded `/` among them), and refuses an encoded `\`, controls and
+/// malformed escapes.
 fn decode_unreserved(raw: &str) -> Result<String, PathError> {
     let bytes = raw.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -109,7 +115,7 @@ fn decode_unreserved(raw: &str) -> Result<String, PathError> {
                     .map(|(h, l)| h << 4 | l)
                     .ok_or(PathError::BadEscape)?;
                 match value {
-                    b'/' | b'\\' => return Err(PathError::EncodedSeparator),
+                    b'\\' => return Err(PathError::EncodedSeparator),
                     0..=0x1f | 0x7f => return Err(PathError::Control),
                     v if is_unreserved(v) => out.push(v),
                     v => out.extend_from_slice(format!("%{v:02X}").as_bytes()),
@@ -244,10 +250,26 @@ mod tests {
     }
 
     #[test]
+    fn an_encoded_slash_stays_encoded_within_its_segment() {
+        for (raw, normal) in [
+            ("/api/block/image/rbd%2Fimg", "/api/block/image/rbd%2Fimg"),
+            (
+                "/api/block/image/rbd%2fns%2Fimg/",
+                "/api/block/image/rbd%2Fns%2Fimg",
+            ),
+            (
+                "/api/block/image/..%2F..%2Fuser",
+                "/api/block/image/..%2F..%2Fuser",
+            ),
+            ("/api%2Fsettings", "/api%2Fsettings"),
+        ] {
+            assert_eq!(normalize(raw), Ok(normal.to_string()), "{raw}");
+        }
+    }
+
+    #[test]
     fn what_cannot_be_normalized_safely_is_refused() {
         let cases = [
-            ("/api%2Fsettings", PathError::EncodedSeparator),
-            ("/api/settings%2f", PathError::EncodedSeparator),
             ("/api/settings%5C", PathError::EncodedSeparator),
             ("/api\\settings", PathError::Backslash),
             ("/api/settings%00", PathError::Control),

@@ -151,7 +151,7 @@ fn check_canonical(path: &str) -> Result<(), TestCaseError> {
         let value = u8::from_str_radix(std::str::from_utf8(hex).unwrap_or_default(), 16)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert!(
-            !is_unreserved(value) && !matches!(value, b'/' | b'\\') && !value.is_ascii_control(),
+            !is_unreserved(value) && value != b'\\' && !value.is_ascii_control(),
             "%{value:02X} should not be encoded in {path:?}"
         );
     }
@@ -162,7 +162,7 @@ fn check_canonical(path: &str) -> Result<(), TestCaseError> {
 fn check_normalized(raw: &str) -> Result<(), TestCaseError> {
     let result = normalize(raw);
     let lower = raw.to_ascii_lowercase();
-    if lower.contains("%2f") || lower.contains("%5c") || raw.contains('\\') {
+    if lower.contains("%5c") || raw.contains('\\') {
         prop_assert!(result.is_err(), "{raw:?} normalized to {result:?}");
     }
     match result {

@@ -197,6 +197,11 @@ impl Dashboard {
     }
 
     /// A key of dashboard.env; panics when it is missing.
+    /// Whether its cluster holds data (`start-dashboard.sh --data`).
+    pub fn holds_data(&self) -> bool {
+        self.env.get("CG_CEPH_DATA").is_some_and(|v| v == "1")
+    }
+
     pub fn get(&self, key: &str) -> &str {
         self.env
             .get(key)
@@ -300,7 +305,13 @@ impl Dashboard {
 
     /// Log in on the dashboard itself as one of its users; panics unless it answers 201.
     pub async fn login(&self, user: &str) -> String {
-        let body = json!({"username": user, "password": self.password(user)});
+        self.login_as(user, self.password(user)).await
+    }
+
+    /// Log in on the dashboard itself as `user` with `password`; panics unless it answers
+    /// 201.
+    pub async fn login_as(&self, user: &str, password: &str) -> String {
+        let body = json!({"username": user, "password": password});
         let r = self
             .send(Method::POST, "/api/auth", None, V1, Some(&body))
             .await;

@@ -17,6 +17,25 @@ use super::{assert_forbidden, Dashboard, Reply, RunningGateway, V1};
 
 const DUMMY: &str = "cg-probe-nonexistent";
 
+/// Real objects of the cluster by the path parameter that names them.
+type Objects = std::collections::BTreeMap<&'static str, String>;
+
+/// The objects a cluster holding data has (deploy/ceph-dev start-dashboard.sh --data): its
+/// pool, RBD image, RGW user and OSD; none for a cluster without.
+fn cluster_objects(dash: &Dashboard) -> Objects {
+    if !dash.holds_data() {
+        return Objects::new();
+    }
+    let pool = dash.get("CG_DATA_POOL");
+    let image = dash.get("CG_DATA_IMAGE");
+    Objects::from([
+        ("pool_name", pool.to_string()),
+        ("image_spec", format!("{pool}%2F{image}")),
+        ("uid", dash.get("CG_RGW_USER").to_string()),
+        ("svc_id", "0".to_string()),
+    ])
+}
+
 #[derive(Debug)]
 struct Operation {
     method: Method,
@@ -29,6 +48,12 @@ struct Operation {
 impl Operation {
     /// The template with every `{param}` replaced by the dummy value.
     fn path(&self) -> String {
+        self.path_with(&Objects::new())
+    }
+
+    /// The template with each `{param}` that `objects` names replaced by that real object,
+    /// the others by the dummy value.
+    fn path_with(&self, objects: &Objects) -> String {
         let mut out = String::new();
         let mut rest = self.template.as_str();
         while let Some(start) = rest.find('{') {
@@ -37,7 +62,8 @@ impl Operation {
                 .map(|e| start + e)
                 .expect("closing brace");
             out.push_str(&rest[..start]);
-            out.push_str(DUMMY);
+            let param = &rest[start + 1..end];
+            out.push_str(objects.get(param).map_or(DUMMY, String::as_str));
             rest = &rest[end + 1..];
         }
         out.push_str(rest);
@@ -113,6 +139,53 @@ impl Decision {
     fn agrees(&self) -> bool {
         (self.gateway.status == 403) == (self.dashboard.status == 403)
     }
+
+    /// For a read both answered 200: the key paths of the answer only one side has (what
+    /// the dashboard filters by its caller's permissions shows here). Empty otherwise.
+    fn shape_difference(&self) -> (Vec<String>, Vec<String>) {
+        let both_ok = self.gateway.status == 200 && self.dashboard.status == 200;
+        let parse = |r: &Reply| serde_json::from_slice::<Value>(&r.body).ok();
+        let (Some(through), Some(direct), true) =
+            (parse(&self.gateway), parse(&self.dashboard), both_ok)
+        else {
+            return (Vec::new(), Vec::new());
+        };
+        let (through, direct) = (key_paths(&through), key_paths(&direct));
+        (
+            through.difference(&direct).cloned().collect(),
+            direct.difference(&through).cloned().collect(),
+        )
+    }
+}
+
+/// Every key path of `value` (`a.b[].c`: array elements folded together), down to
+/// `MAX_DEPTH` levels: deeper levels are the data of the cluster (maps keyed by daemon,
+/// counters), the same whoever reads them, and vary from one call to the next.
+fn key_paths(value: &Value) -> std::collections::BTreeSet<String> {
+    const MAX_DEPTH: usize = 3;
+    fn walk(value: &Value, at: String, depth: usize, out: &mut std::collections::BTreeSet<String>) {
+        if depth == MAX_DEPTH {
+            return;
+        }
+        match value {
+            Value::Object(map) => {
+                for (key, inner) in map {
+                    let path = format!("{at}.{key}");
+                    out.insert(path.clone());
+                    walk(inner, path, depth + 1, out);
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    walk(item, format!("{at}[]"), depth, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    walk(value, String::new(), 0, &mut out);
+    out
 }
 
 fn describe(r: &Reply) -> String {
@@ -173,6 +246,33 @@ pub async fn probe_scopes(
         "only {} operations in the table",
         ops.len()
     );
+    probe(gw, dash, subjects, ops, &Objects::new()).await
+}
+
+/// The parity probe: every read (GET) of `dash`'s release's table needing a token, through
+/// `gw` and to `dash` as each subject; a read both answer 200 must have the same key paths
+/// both ways, as well as the same decision.
+pub async fn probe_reads(
+    gw: &RunningGateway,
+    dash: &Dashboard,
+    subjects: &[Subject],
+) -> ProbeOutcome {
+    let ops: Vec<Operation> = operations(dash.release())
+        .into_iter()
+        .filter(|op| !op.public && op.method == Method::GET)
+        .collect();
+    assert!(ops.len() > 100, "only {} reads in the table", ops.len());
+    let objects = cluster_objects(dash);
+    probe(gw, dash, subjects, ops, &objects).await
+}
+
+async fn probe(
+    gw: &RunningGateway,
+    dash: &Dashboard,
+    subjects: &[Subject],
+    ops: Vec<Operation>,
+    objects: &Objects,
+) -> ProbeOutcome {
     let mut outcome = ProbeOutcome {
         operations: ops.len(),
         compared: 0,
@@ -181,7 +281,7 @@ pub async fn probe_scopes(
         mismatches: Vec::new(),
     };
     for op in &ops {
-        let path = op.path();
+        let path = op.path_with(objects);
         let body = op.body();
         // Without a token the gateway answers 401 itself, for every operation it forwards.
         let anonymous = gw.api(op.method.clone(), &path, None, body.as_ref()).await;
@@ -234,6 +334,13 @@ pub async fn probe_scopes(
             }
             if decision.gateway.status == 403 && decision.agrees() {
                 assert_forbidden(&decision.gateway);
+            }
+            let (only_through, only_direct) = decision.shape_difference();
+            if !only_through.is_empty() || !only_direct.is_empty() {
+                outcome.mismatches.push(format!(
+                    "{} as {user}: keys only through the gateway {only_through:?}, only directly {only_direct:?}",
+                    op.label()
+                ));
             }
             if !decision.agrees() || decision.gateway.status == 401 {
                 outcome.mismatches.push(format!(
