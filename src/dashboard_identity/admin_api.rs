@@ -55,16 +55,8 @@ impl AdminApi<'_> {
         password: &str,
         roles: &[String],
     ) -> Result<bool, IdentityError> {
-        let body = json!({
-            "username": name,
-            "password": password,
-            "roles": roles,
-            "name": "clustergate",
-            "email": null,
-            "enabled": true,
-            // The dashboard's default (true) would refuse the account every scope.
-            "pwdUpdateRequired": false,
-        });
+        let mut body = account_body(password, roles);
+        body["username"] = json!(name);
         let (status, answer) = self.call("POST", "/api/user", Some(body)).await?;
         match status {
             200 | 201 => Ok(true),
@@ -81,14 +73,7 @@ impl AdminApi<'_> {
         password: &str,
         roles: &[String],
     ) -> Result<(), IdentityError> {
-        let body = json!({
-            "password": password,
-            "roles": roles,
-            "name": "clustergate",
-            "email": null,
-            "enabled": true,
-            "pwdUpdateRequired": false,
-        });
+        let body = account_body(password, roles);
         let (status, answer) = self.call("PUT", &user_path(name), Some(body)).await?;
         match status {
             200 | 201 => Ok(()),
@@ -174,6 +159,19 @@ impl AdminApi<'_> {
         let body = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
         Ok((status, body))
     }
+}
+
+/// An account as the gateway keeps it: its password and roles, enabled, and no password
+/// change due (the dashboard's default, true, would refuse the account every scope).
+fn account_body(password: &str, roles: &[String]) -> Value {
+    json!({
+        "password": password,
+        "roles": roles,
+        "name": "clustergate",
+        "email": null,
+        "enabled": true,
+        "pwdUpdateRequired": false,
+    })
 }
 
 fn user_path(name: &str) -> String {

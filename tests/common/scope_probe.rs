@@ -216,6 +216,21 @@ pub struct ProbeOutcome {
 }
 
 impl ProbeOutcome {
+    /// Fails unless every subject was refused something (the probe reached the dashboard's
+    /// checks) and nothing differed.
+    pub fn assert_clean(&self) {
+        let summary = self.summary();
+        assert!(
+            self.refused.iter().any(|n| *n > 0),
+            "the dashboard refused nothing: {summary}"
+        );
+        assert!(
+            self.mismatches.is_empty(),
+            "{summary}\n{}",
+            self.mismatches.join("\n")
+        );
+    }
+
     pub fn summary(&self) -> String {
         format!(
             "{} operations needing a token: {} compared through the gateway (dashboard \
@@ -237,15 +252,7 @@ pub async fn probe_scopes(
     dash: &Dashboard,
     subjects: &[Subject],
 ) -> ProbeOutcome {
-    let ops: Vec<Operation> = operations(dash.release())
-        .into_iter()
-        .filter(|op| !op.public)
-        .collect();
-    assert!(
-        ops.len() > 250,
-        "only {} operations in the table",
-        ops.len()
-    );
+    let ops = table_operations(dash, |_| true, 250);
     probe(gw, dash, subjects, ops, &Objects::new()).await
 }
 
@@ -257,13 +264,27 @@ pub async fn probe_reads(
     dash: &Dashboard,
     subjects: &[Subject],
 ) -> ProbeOutcome {
+    let ops = table_operations(dash, |op| op.method == Method::GET, 100);
+    probe(gw, dash, subjects, ops, &cluster_objects(dash)).await
+}
+
+/// The operations of `dash`'s release's table that need a token and that `keep` keeps:
+/// more than `at_least` of them, or the table was not read as it should be.
+fn table_operations(
+    dash: &Dashboard,
+    keep: impl Fn(&Operation) -> bool,
+    at_least: usize,
+) -> Vec<Operation> {
     let ops: Vec<Operation> = operations(dash.release())
         .into_iter()
-        .filter(|op| !op.public && op.method == Method::GET)
+        .filter(|op| !op.public && keep(op))
         .collect();
-    assert!(ops.len() > 100, "only {} reads in the table", ops.len());
-    let objects = cluster_objects(dash);
-    probe(gw, dash, subjects, ops, &objects).await
+    assert!(
+        ops.len() > at_least,
+        "only {} operations of the table",
+        ops.len()
+    );
+    ops
 }
 
 async fn probe(
