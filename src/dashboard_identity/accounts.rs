@@ -6,6 +6,7 @@
 //! and the gateway's audit names the person on every request.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -57,6 +58,16 @@ pub struct RoleAccounts {
     accounts: Mutex<HashMap<Arc<str>, Arc<RoleAccount>>>,
 }
 
+/// Whether an account is brought in step although this process did so lately.
+#[derive(Clone, Copy)]
+enum Force {
+    /// No: only after [`RECHECK`].
+    No,
+    /// Yes, its login was refused after this many mends: unless another request has
+    /// mended it since.
+    Since(u64),
+}
+
 /// What the accounts' logins share with the service account's: where their tokens are kept,
 /// the dashboard's count of consecutive failed logins (the accounts too are disabled at its
 /// 10th), and the backoff after a refusal.
@@ -76,6 +87,9 @@ struct RoleAccount {
     login: ServiceAccount,
     /// When it was last brought in step by this process.
     in_step: tokio::sync::Mutex<Option<Instant>>,
+    /// How many times this process has brought it in step: the requests whose login was
+    /// refused while another request was mending it need not mend it again.
+    mended: AtomicU64,
 }
 
 impl RoleAccounts {
@@ -134,6 +148,7 @@ impl RoleAccounts {
             password,
             login,
             in_step: tokio::sync::Mutex::new(None),
+            mended: AtomicU64::new(0),
             name: name.clone(),
         });
         accounts.insert(name, account.clone());
@@ -141,19 +156,25 @@ impl RoleAccounts {
     }
 
     /// Makes or mends `account` on `backend` unless this process did within [`RECHECK`];
-    /// `force`: now (its login was refused). Custom roles first: the account names them.
+    /// `Force::Since(n)`: now (its login was refused after `n` mends), unless another
+    /// request mended it meanwhile. Custom roles first: the account names them.
     async fn keep_in_step(
         &self,
         account: &RoleAccount,
         upstreams: &Upstreams,
         backend: &Arc<Backend>,
         now: UnixTime,
-        force: bool,
+        force: Force,
     ) -> Result<(), IdentityError> {
         let mut in_step = account.in_step.lock().await;
-        if !force && in_step.is_some_and(|at| at.elapsed() < RECHECK) {
+        let done_already = match force {
+            Force::No => in_step.is_some_and(|at| at.elapsed() < RECHECK),
+            Force::Since(seen) => account.mended.load(Ordering::Acquire) != seen,
+        };
+        if done_already {
             return Ok(());
         }
+        let force = matches!(force, Force::Since(_));
         let token = self.service_token(upstreams, backend, now).await?;
         let done = self
             .bring_in_step(account, upstreams, backend, &token, force)
@@ -168,6 +189,7 @@ impl RoleAccounts {
             done?;
         }
         *in_step = Some(Instant::now());
+        account.mended.fetch_add(1, Ordering::Release);
         Ok(())
     }
 
@@ -237,7 +259,8 @@ impl RoleAccounts {
     ) -> Result<(), IdentityError> {
         let password = String::from_utf8_lossy(account.password.expose()).into_owned();
         let wanted: BTreeSet<String> = account.roles.iter().cloned().collect();
-        let needs_setting = match api.account(&account.name).await? {
+        let found = match api.account(&account.name).await? {
+            Some(state) => Some(state),
             None => {
                 let result = api
                     .create_account(&account.name, &password, &account.roles)
@@ -247,12 +270,15 @@ impl RoleAccounts {
                     tracing::info!(account = %account.name, roles = ?account.roles, "created the dashboard account these roles act as");
                     return Ok(());
                 }
-                true
-            }
-            Some(state) => {
-                reset || state.roles != wanted || !state.enabled || state.update_required
+                // Made meanwhile by another gateway of this deployment (the name is keyed
+                // by its key): checked as any account found, not set again, which would
+                // end the tokens that gateway has just had.
+                api.account(&account.name).await?
             }
         };
+        let needs_setting = found.is_none_or(|state| {
+            reset || state.roles != wanted || !state.enabled || state.update_required
+        });
         if !needs_setting {
             return Ok(());
         }
@@ -282,11 +308,15 @@ impl RoleAccounts {
         backend: &Arc<Backend>,
         now: UnixTime,
     ) -> Result<Arc<str>, IdentityError> {
+        let seen = account.mended.load(Ordering::Acquire);
         match account.login.token(upstreams, backend, now).await {
-            Err(CredentialError::Login(LoginError::Refused(_))) => {}
+            // Refused now, or by a login of another request (or gateway) a moment ago.
+            Err(
+                CredentialError::Login(LoginError::Refused(_)) | CredentialError::BackingOff { .. },
+            ) => {}
             other => return other.map_err(login_error),
         }
-        self.keep_in_step(account, upstreams, backend, now, true)
+        self.keep_in_step(account, upstreams, backend, now, Force::Since(seen))
             .await?;
         account
             .login
@@ -316,7 +346,7 @@ impl DashboardIdentity for RoleAccounts {
         now: UnixTime,
     ) -> Result<Arc<str>, IdentityError> {
         let account = self.account_for(user)?;
-        self.keep_in_step(&account, upstreams, backend, now, false)
+        self.keep_in_step(&account, upstreams, backend, now, Force::No)
             .await?;
         Box::pin(self.log_in(&account, upstreams, backend, now)).await
     }
