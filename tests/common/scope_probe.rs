@@ -158,9 +158,11 @@ impl Decision {
     }
 }
 
-/// Every key path of `value` (`a.b[].c`: array elements folded together), down to
-/// `MAX_DEPTH` levels: deeper levels are the data of the cluster (maps keyed by daemon,
-/// counters), the same whoever reads them, and vary from one call to the next.
+/// Every key path of `value` through its objects (`a.b.c`), down to `MAX_DEPTH` levels, not
+/// into arrays: what the dashboard filters by permission is an object's keys (a report's
+/// sections, an RGW user's `keys`), while deeper levels and lists are the cluster's data
+/// (maps keyed by daemon, counters, log lines), the same whoever reads them, which change
+/// from one call to the next (a log that was empty has lines a moment later).
 fn key_paths(value: &Value) -> std::collections::BTreeSet<String> {
     const MAX_DEPTH: usize = 3;
     fn walk(value: &Value, at: String, depth: usize, out: &mut std::collections::BTreeSet<String>) {
@@ -173,11 +175,6 @@ fn key_paths(value: &Value) -> std::collections::BTreeSet<String> {
                     let path = format!("{at}.{key}");
                     out.insert(path.clone());
                     walk(inner, path, depth + 1, out);
-                }
-            }
-            Value::Array(items) => {
-                for item in items {
-                    walk(item, format!("{at}[]"), depth, out);
                 }
             }
             _ => {}
