@@ -228,7 +228,7 @@ impl RoleAccounts {
         self.set_account(&api, account, reset).await
     }
 
-    /// The dashboard role `cg-role-<name>` granting what `custom` grants, made or set.
+    /// The dashboard role `cg-role-<tag>-<name>` granting what `custom` grants, made or set.
     async fn mirror_role(
         &self,
         api: &AdminApi<'_>,
@@ -249,8 +249,8 @@ impl RoleAccounts {
     /// Creates the account, or sets it when it differs from the gateway's (other roles,
     /// disabled, a password change required) or `reset` (its login was refused: deleted,
     /// password changed or expired behind the gateway's back). Creating is idempotent
-    /// between gateways: one that finds the account made meanwhile sets it, to the same
-    /// password and roles.
+    /// between gateways: one that finds the account made meanwhile checks it as any account
+    /// found, and sets it only where it differs.
     async fn set_account(
         &self,
         api: &AdminApi<'_>,
