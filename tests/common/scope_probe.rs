@@ -169,15 +169,12 @@ fn key_paths(value: &Value) -> std::collections::BTreeSet<String> {
         if depth == MAX_DEPTH {
             return;
         }
-        match value {
-            Value::Object(map) => {
-                for (key, inner) in map {
-                    let path = format!("{at}.{key}");
-                    out.insert(path.clone());
-                    walk(inner, path, depth + 1, out);
-                }
+        if let Value::Object(map) = value {
+            for (key, inner) in map {
+                let path = format!("{at}.{key}");
+                out.insert(path.clone());
+                walk(inner, path, depth + 1, out);
             }
-            _ => {}
         }
     }
     let mut out = std::collections::BTreeSet::new();
