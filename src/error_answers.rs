@@ -237,6 +237,7 @@ impl From<IdentityError> for GatewayError {
             IdentityError::Client(ClientError::Timeout) => GatewayError::GatewayTimeout,
             IdentityError::Standby(_) => GatewayError::no_active_backend(),
             IdentityError::Client(_) | IdentityError::BadReply(_) => GatewayError::unreachable_backend(),
+            IdentityError::Uses(e) => e.into(),
         }
     }
 }

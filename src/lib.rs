@@ -60,7 +60,7 @@ mod readiness;
 mod routes;
 pub mod secrets;
 mod state;
-pub use app::server;
+pub use app::{accounts, server};
 #[cfg(test)]
 mod test_ports;
 mod tls;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use clustergate::accounts::{self, AccountsCommand, AccountsError};
 use clustergate::import::{self, CephCli, Destination, ImportError};
 use clustergate::{config, logs, server, users::PasswordHash};
 
@@ -68,6 +69,35 @@ enum Command {
         #[command(subcommand)]
         command: UsersCommand,
     },
+    /// The dashboard accounts the gateway manages (`upstream.identity = "roles"`): one per
+    /// distinct set of users' roles, named `cg-` and 16 hex digits.
+    Accounts {
+        #[command(subcommand)]
+        command: AccountsSubcommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AccountsSubcommand {
+    /// List this deployment's accounts on the active manager (roles, state, last use) and
+    /// its mirrored roles.
+    List {
+        #[arg(long, default_value = "conf/clustergate.toml")]
+        config: PathBuf,
+    },
+    /// Remove this deployment's accounts unused for a while, and the mirrored roles no
+    /// account holds any more. An account removed while still in use is made again on its
+    /// next request; accounts this deployment's key does not name are never touched.
+    Prune {
+        #[arg(long, default_value = "conf/clustergate.toml")]
+        config: PathBuf,
+        /// Remove the accounts with no use recorded in this many days.
+        #[arg(long, default_value_t = 30)]
+        unused_for_days: u64,
+        /// Only print what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -114,6 +144,7 @@ fn main() -> ExitCode {
         Command::CheckConfig { config } => check_config(&config),
         Command::HashPassword => hash_password(),
         Command::Unlock { config, username } => unlock(&config, &username),
+        Command::Accounts { command } => accounts(command),
         Command::Users {
             command:
                 UsersCommand::Import {
@@ -168,6 +199,41 @@ fn run(path: &std::path::Path, start: server::Start) -> ExitCode {
     }
 }
 
+fn accounts(command: AccountsSubcommand) -> ExitCode {
+    let (path, command) = match command {
+        AccountsSubcommand::List { config } => (config, AccountsCommand::List),
+        AccountsSubcommand::Prune {
+            config,
+            unused_for_days,
+            dry_run,
+        } => (
+            config,
+            AccountsCommand::Prune {
+                unused_for_days,
+                dry_run,
+            },
+        ),
+    };
+    let config = match load(&path) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    match accounts::run(config, command) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(AccountsError::NotManaged) => {
+            eprintln!("{}: {}", path.display(), AccountsError::NotManaged);
+            ExitCode::from(EXIT_BAD_CONFIG)
+        }
+        Err(e) => {
+            eprintln!("clustergate accounts: {e}");
+            ExitCode::from(EXIT_UNAVAILABLE)
+        }
+    }
+}
+
 fn unlock(path: &std::path::Path, username: &str) -> ExitCode {
     let config = match load(path) {
         Ok(config) => config,
@@ -183,7 +249,10 @@ fn unlock(path: &std::path::Path, username: &str) -> ExitCode {
         .map_err(|e| e.to_string())
         .and_then(|runtime| {
             runtime.block_on(async {
-                let stores = config.state.build().map_err(|e| e.to_string())?;
+                let stores = config
+                    .state
+                    .build(&config.server.state_dir)
+                    .map_err(|e| e.to_string())?;
                 let attempts = stores.dashboard_attempts;
                 attempts.forget(username).await.map_err(|e| e.to_string())
             })

@@ -348,3 +348,155 @@ async fn a_service_account_without_the_user_scope_is_a_502_saying_what_to_do() {
     let name = role_account_name(KEY, &[&mirrored_role_name(KEY, &role)]);
     assert_eq!(account(dash, &name).await.status, 404, "nothing half made");
 }
+
+/// `clustergate accounts list|prune` against the real dashboard: this deployment's
+/// accounts with their last use, its mirrored roles, and the accounts named like managed
+/// ones its key does not name (other tests' gateways use other keys, and one made here by
+/// hand); prune removes only this deployment's accounts unused for the given days and the
+/// mirrored roles no account holds then; an account pruned while in use is made again on
+/// its next request.
+#[tokio::test]
+async fn accounts_list_and_prune_touch_only_this_deployments_unused_accounts() {
+    let dash = Dashboard::shared();
+    let key = unique("accounts-command-key-0123456789");
+    let role = unique("pruned");
+    let gw = Gateway::new()
+        .user(User::new("reader", "R3ader-Pass", &["read-only"]))
+        .user(User::new("pooler", "P00ler-Pass", &["pool-manager"]))
+        .user(User::new("holder", "H0lder-Pass", &[&role]))
+        .file("roles.toml", &roles_file(&role, "grafana = [\"read\"]"))
+        .extra_toml("auth", "roles_file = \"roles.toml\"")
+        .upstream(dash)
+        .role_identity(&key)
+        .start();
+    let mut tokens = Vec::new();
+    for (user, password) in [
+        ("reader", "R3ader-Pass"),
+        ("pooler", "P00ler-Pass"),
+        ("holder", "H0lder-Pass"),
+    ] {
+        let token = gw.login(user, password).await;
+        let reply = gw.api_get("/api/summary", Some(&token)).await;
+        assert_eq!(reply.status, 200, "{user}: {}", reply.text());
+        tokens.push(token);
+    }
+    let mirrored = mirrored_role_name(&key, &role);
+    let reader = role_account_name(&key, &["read-only"]);
+    let pooler = role_account_name(&key, &["pool-manager"]);
+    let holder = role_account_name(&key, &[&mirrored]);
+    let foreign = role_account_name(&unique("another-deployment"), &["read-only"]);
+    dash.create_user(&foreign, "F0reign-Pass!", &["read-only"]);
+
+    // Two of the three unused for 40 days, as the gateway's record says.
+    let uses = gw.state_dir().join("dashboard-accounts-use");
+    let recorded = std::fs::read_to_string(&uses).unwrap();
+    let long_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 40 * 86_400;
+    let aged: String = recorded
+        .lines()
+        .map(|line| match line.split_once(' ') {
+            Some((name, _)) if name == pooler || name == holder => format!("{name} {long_ago}\n"),
+            _ => format!("{line}\n"),
+        })
+        .collect();
+    assert_eq!(aged.lines().count(), 3, "{recorded}");
+    std::fs::write(&uses, aged).unwrap();
+
+    let list = accounts_command(&gw, &["list"]);
+    for name in [&reader, &pooler, &holder] {
+        assert!(
+            list.contains(&format!("  {name}  used ")),
+            "{name}:\n{list}"
+        );
+    }
+    assert!(
+        list.contains(&format!("  {mirrored}  held by 1 account(s)")),
+        "{list}"
+    );
+    let (ours, others) = list.split_once("Accounts named like managed ones").unwrap();
+    assert!(
+        others.contains(&foreign) && !ours.contains(&foreign),
+        "{list}"
+    );
+
+    let dry = accounts_command(&gw, &["prune", "--dry-run"]);
+    assert!(dry.contains("Would remove 2 account(s)"), "{dry}");
+    assert!(
+        dry.contains(&pooler) && dry.contains(&holder) && dry.contains(&mirrored),
+        "{dry}"
+    );
+    assert_eq!(
+        account(dash, &pooler).await.status,
+        200,
+        "removed by a dry run"
+    );
+
+    let pruned = accounts_command(&gw, &["prune", "--unused-for-days", "30"]);
+    assert!(pruned.contains("Removed 2 account(s)"), "{pruned}");
+    assert!(pruned.contains("Removed 1 mirrored role(s)"), "{pruned}");
+    for (name, status) in [
+        (&pooler, 404),
+        (&holder, 404),
+        (&reader, 200),
+        (&foreign, 200),
+    ] {
+        assert_eq!(account(dash, name).await.status, status, "{name}");
+    }
+    let admin = dash.login(ADMIN).await;
+    let role_path = format!("/api/role/{mirrored}");
+    let role_reply = dash
+        .send(Method::GET, &role_path, Some(&admin), V1, None)
+        .await;
+    assert_eq!(role_reply.status, 404, "{}", role_reply.text());
+    let left = std::fs::read_to_string(&uses).unwrap();
+    assert!(!left.contains(&pooler) && left.contains(&reader), "{left}");
+
+    // Pruned while in use: made again on the next request, with the same roles.
+    for token in &tokens {
+        let reply = gw.api_get("/api/summary", Some(token)).await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    }
+    assert_eq!(
+        roles_of(dash, &pooler).await,
+        (set(&["pool-manager"]), true)
+    );
+    assert_eq!(roles_of(dash, &holder).await, (set(&[&mirrored]), true));
+    dash.ceph_ok(&["dashboard", "ac-user-delete", &foreign]);
+}
+
+/// Runs `clustergate accounts ARGS --config` on `gw`'s configuration; its standard output.
+fn accounts_command(gw: &RunningGateway, args: &[&str]) -> String {
+    let out = std::process::Command::new(BIN)
+        .arg("accounts")
+        .args(args)
+        .arg("--config")
+        .arg(gw.dir().join("clustergate.toml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "accounts {args:?}: {stdout}{stderr}");
+    stdout
+}
+
+/// Without `upstream.identity = "roles"` the gateway manages no account: the command says
+/// so and exits 64, as for a configuration that does not fit.
+#[test]
+fn the_accounts_command_refuses_a_configuration_managing_no_account() {
+    let gw = Gateway::new()
+        .upstream(Dashboard::shared())
+        .extra_toml("upstream", "identity = \"service\"");
+    let dir = tempfile::tempdir().unwrap();
+    let config = gw.write_files(dir.path(), 0, 0);
+    let out = std::process::Command::new(BIN)
+        .args(["accounts", "list", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("manages no dashboard accounts"), "{stderr}");
+}

@@ -154,7 +154,7 @@ fn build(
             .tls_cert_expiry(tls::not_after(certified)?);
     }
     let tls_on = certificate.is_some();
-    let stores = state.build().map_err(StartError::State)?;
+    let stores = state.build(state_dir).map_err(StartError::State)?;
     let public_url = server_config.public_url.as_deref().unwrap_or_default();
     let provider = oidc
         .as_ref()
@@ -435,12 +435,42 @@ fn dashboards(
     identity: UpstreamIdentity,
     state_dir: &Path,
 ) -> Result<Dashboards, StartError> {
+    let (upstreams, account) = service_side(&upstream, vendor, stores, metrics)?;
+    let docs = Docs::new(
+        upstreams.clone(),
+        upstream.docs_path.clone(),
+        upstream.docs_refresh,
+        public_url.clone(),
+    );
+    let identity = match identity {
+        UpstreamIdentity::Roles => Some(role_accounts(
+            &upstream, &account, stores, metrics, state_dir,
+        )? as Arc<dyn DashboardIdentity>),
+        UpstreamIdentity::Service | UpstreamIdentity::User => None,
+    };
+    Ok(Dashboards {
+        upstreams,
+        account,
+        identity,
+        account_name: upstream.username,
+        docs,
+        health_interval: upstream.health_interval,
+    })
+}
+
+/// The dashboards, and the gateway's service account on them.
+pub(super) fn service_side(
+    upstream: &UpstreamConfig,
+    vendor: &str,
+    stores: &Stores,
+    metrics: &Arc<Metrics>,
+) -> Result<(Arc<Upstreams>, Arc<ServiceAccount>), StartError> {
     if upstream.trust == UpstreamTrust::InsecureSkipVerify {
         tracing::warn!(
             "upstream.insecure_skip_verify = true: the backends' certificates are NOT verified"
         );
     }
-    let upstreams = Arc::new(Upstreams::new(&upstream)?);
+    let upstreams = Arc::new(Upstreams::new(upstream)?);
     for backend in upstreams.backends().iter() {
         tracing::info!(server = %backend.base, "dashboard backend");
     }
@@ -455,37 +485,18 @@ fn dashboards(
         upstream.login_backoff,
         metrics.clone(),
     ));
-    let docs = Docs::new(
-        upstreams.clone(),
-        upstream.docs_path.clone(),
-        upstream.docs_refresh,
-        public_url.clone(),
-    );
-    let identity = match identity {
-        UpstreamIdentity::Roles => Some(role_accounts(
-            &upstream, &account, stores, metrics, state_dir,
-        )?),
-        UpstreamIdentity::Service | UpstreamIdentity::User => None,
-    };
-    Ok(Dashboards {
-        upstreams,
-        account,
-        identity,
-        account_name: upstream.username,
-        docs,
-        health_interval: upstream.health_interval,
-    })
+    Ok((upstreams, account))
 }
 
 /// The accounts holding users' roles (`upstream.identity = "roles"`), their passwords
 /// derived from `upstream.accounts_key_file`, or a key generated into `state_dir`.
-fn role_accounts(
+pub(super) fn role_accounts(
     upstream: &UpstreamConfig,
     service: &Arc<ServiceAccount>,
     stores: &Stores,
     metrics: &Arc<Metrics>,
     state_dir: &Path,
-) -> Result<Arc<dyn DashboardIdentity>, StartError> {
+) -> Result<Arc<RoleAccounts>, StartError> {
     let config = &upstream.role_accounts;
     let key = match &config.key_file {
         Some(path) => secrets::read_secret(path),
@@ -500,6 +511,7 @@ fn role_accounts(
             tokens: stores.account_tokens.clone(),
             attempts: stores.dashboard_attempts.clone(),
             backoff: upstream.login_backoff,
+            uses: stores.account_use.clone(),
         },
         metrics.clone(),
         config.max,

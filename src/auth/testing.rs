@@ -90,7 +90,10 @@ fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
             "clustergate".into(),
             Duration::from_secs(8 * 3600),
         )),
-        stores: StateConfig::Memory.build().unwrap(),
+        // Auth records no account use: the state directory is never read or written.
+        stores: StateConfig::Memory
+            .build(std::path::Path::new("/nonexistent"))
+            .unwrap(),
         passwords: PasswordChecker::new(1, 8),
         lockout: Some(LockoutPolicy {
             attempts: 3,

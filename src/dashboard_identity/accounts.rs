@@ -5,7 +5,7 @@
 //! accounts stay as few as the combinations in use (capped by `upstream.max_role_accounts`),
 //! and the gateway's audit names the person on every request.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use super::{password, DashboardIdentity, IdentityError};
 use crate::config::LoginBackoff;
 use crate::observe::metrics::Metrics;
 use crate::secrets::Secret;
-use crate::state::{AccountTokens, DashboardAttempts, UnixTime};
+use crate::state::{AccountTokens, AccountUse, DashboardAttempts, StateError, UnixTime};
 use crate::upstream::credentials::{AccountStores, CredentialError, ServiceAccount};
 use crate::upstream::failover::{self, TokenRefusal};
 use crate::upstream::login::LoginError;
@@ -40,6 +40,10 @@ const ROLE_TAG_CONTEXT: &[u8] = b"clustergate dashboard role tag\0";
 /// An account brought in step is checked again after this long: someone may have changed
 /// it on the dashboard directly (the gateway refuses to change it through itself).
 const RECHECK: Duration = Duration::from_secs(300);
+
+/// An account's use is recorded at most this often (seconds) by each process: `accounts
+/// prune` counts unused time in days.
+const RECORD_EVERY: UnixTime = 600;
 
 /// Scopes 16.2 to 19.x do not know: a mirrored role naming them would be refused there.
 const NEWER_SCOPES: [Scope; 2] = [Scope::NvmeOf, Scope::Smb];
@@ -70,11 +74,12 @@ enum Force {
 
 /// What the accounts' logins share with the service account's: where their tokens are kept,
 /// the dashboard's count of consecutive failed logins (the accounts too are disabled at its
-/// 10th), and the backoff after a refusal.
+/// 10th), and the backoff after a refusal; and where their use is recorded.
 pub struct AccountLogins {
     pub tokens: Arc<dyn AccountTokens>,
     pub attempts: Arc<dyn DashboardAttempts>,
     pub backoff: LoginBackoff,
+    pub uses: Arc<dyn AccountUse>,
 }
 
 /// One managed account: the dashboard roles it holds, and its login.
@@ -90,6 +95,8 @@ struct RoleAccount {
     /// How many times this process has brought it in step: the requests whose login was
     /// refused while another request was mending it need not mend it again.
     mended: AtomicU64,
+    /// When this process last recorded its use (0: not yet).
+    recorded: AtomicU64,
 }
 
 impl RoleAccounts {
@@ -149,6 +156,7 @@ impl RoleAccounts {
             login,
             in_step: tokio::sync::Mutex::new(None),
             mended: AtomicU64::new(0),
+            recorded: AtomicU64::new(0),
             name: name.clone(),
         });
         accounts.insert(name, account.clone());
@@ -193,7 +201,7 @@ impl RoleAccounts {
         Ok(())
     }
 
-    async fn service_token(
+    pub(super) async fn service_token(
         &self,
         upstreams: &Upstreams,
         backend: &Arc<Backend>,
@@ -215,12 +223,7 @@ impl RoleAccounts {
         token: &str,
         reset: bool,
     ) -> Result<(), IdentityError> {
-        let api = AdminApi {
-            upstreams,
-            backend,
-            token,
-            accept: self.service.accept(),
-        };
+        let api = self.admin_api(upstreams, backend, token);
         let edition = RoleEdition::of(backend.release());
         for custom in &account.custom {
             self.mirror_role(&api, custom, edition).await?;
@@ -291,6 +294,47 @@ impl RoleAccounts {
         Ok(())
     }
 
+    /// Records that `account` serves a request at `now`, unless this process did within
+    /// [`RECORD_EVERY`]. A record that fails costs the request nothing.
+    async fn record_use(&self, account: &RoleAccount, now: UnixTime) {
+        let last = account.recorded.load(Ordering::Acquire);
+        let due = now >= last.saturating_add(RECORD_EVERY);
+        if !due
+            || account
+                .recorded
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return;
+        }
+        if let Err(e) = self.logins.uses.record(&account.name, now).await {
+            tracing::warn!(account = %account.name, error = %e, "cannot record the dashboard account's use: `clustergate accounts prune` may remove it although in use (it is made again on its next request)");
+        }
+    }
+
+    /// The dashboard's user and role API on `backend`, called with the service `token`.
+    pub(super) fn admin_api<'a>(
+        &'a self,
+        upstreams: &'a Upstreams,
+        backend: &'a Backend,
+        token: &'a str,
+    ) -> AdminApi<'a> {
+        AdminApi {
+            upstreams,
+            backend,
+            token,
+            accept: self.service.accept(),
+        }
+    }
+
+    pub(super) async fn recorded_uses(&self) -> Result<BTreeMap<String, UnixTime>, StateError> {
+        self.logins.uses.last_uses().await
+    }
+
+    pub(super) async fn forget_uses(&self, accounts: &[String]) -> Result<(), StateError> {
+        self.logins.uses.forget(accounts).await
+    }
+
     fn count<T>(&self, action: &'static str, result: &Result<T, IdentityError>) {
         let outcome = match result {
             Ok(_) => "ok",
@@ -348,7 +392,9 @@ impl DashboardIdentity for RoleAccounts {
         let account = self.account_for(user)?;
         self.keep_in_step(&account, upstreams, backend, now, Force::No)
             .await?;
-        Box::pin(self.log_in(&account, upstreams, backend, now)).await
+        let token = Box::pin(self.log_in(&account, upstreams, backend, now)).await?;
+        self.record_use(&account, now).await;
+        Ok(token)
     }
 
     async fn refused(&self, user: &User, refused: &Arc<str>, now: UnixTime) -> bool {
@@ -385,6 +431,17 @@ impl RoleAccounts {
         );
         let text = base16(&digest.as_ref()[..8]);
         Arc::from(format!("{ACCOUNT_PREFIX}{text}"))
+    }
+
+    /// Whether this deployment names the account holding `roles` `name`.
+    pub(super) fn names_account(&self, name: &str, roles: &BTreeSet<String>) -> bool {
+        let roles: Vec<String> = roles.iter().cloned().collect();
+        *self.account_name(&roles) == *name
+    }
+
+    /// Whether `name` is one of this deployment's mirrored roles.
+    pub(super) fn is_own_role(&self, name: &str) -> bool {
+        is_mirrored_role(name) && name.starts_with(&self.mirrored_role(""))
     }
 
     /// The dashboard's name of the roles file's role `name`.
@@ -526,6 +583,7 @@ mod tests {
             tokens: Arc::new(MemoryAccountTokens),
             attempts,
             backoff,
+            uses: Arc::new(crate::state::LocalAccountUse::open("/nonexistent".into()).unwrap()),
         };
         RoleAccounts::new(service, key, logins, metrics, max)
     }

@@ -11,8 +11,10 @@ use serde_json::{json, Value};
 use super::IdentityError;
 use crate::upstream::{Backend, ClientError, Upstreams};
 
-/// An account or role answer is a few hundred bytes; a role list grows with the roles.
+/// An account or role answer is a few hundred bytes.
 const MAX_REPLY: usize = 256 * 1024;
+/// The lists of every account and role (the `accounts` command): a few hundred bytes each.
+const MAX_LIST_REPLY: usize = 8 * 1024 * 1024;
 
 /// Names are sent as one path segment: everything but these is escaped.
 const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.');
@@ -23,6 +25,13 @@ pub(super) struct AccountState {
     pub roles: BTreeSet<String>,
     pub enabled: bool,
     pub update_required: bool,
+}
+
+/// An account as the dashboard lists it.
+#[derive(Debug)]
+pub(super) struct ListedAccount {
+    pub name: String,
+    pub state: AccountState,
 }
 
 /// A role's permissions as the dashboard lists them: scope to permissions.
@@ -40,7 +49,7 @@ pub(super) struct AdminApi<'a> {
 impl AdminApi<'_> {
     /// The account `name`; `None` when the dashboard has none.
     pub async fn account(&self, name: &str) -> Result<Option<AccountState>, IdentityError> {
-        let (status, body) = self.call("GET", &user_path(name), None).await?;
+        let (status, body) = self.call("GET", &user_path(name), None, MAX_REPLY).await?;
         match status {
             200 => account_state(&body).map(Some),
             404 => Ok(None),
@@ -57,7 +66,9 @@ impl AdminApi<'_> {
     ) -> Result<bool, IdentityError> {
         let mut body = account_body(password, roles);
         body["username"] = json!(name);
-        let (status, answer) = self.call("POST", "/api/user", Some(body)).await?;
+        let (status, answer) = self
+            .call("POST", "/api/user", Some(body), MAX_REPLY)
+            .await?;
         match status {
             200 | 201 => Ok(true),
             // Made by another gateway meanwhile? (a 400 of its policy otherwise)
@@ -74,7 +85,9 @@ impl AdminApi<'_> {
         roles: &[String],
     ) -> Result<(), IdentityError> {
         let body = account_body(password, roles);
-        let (status, answer) = self.call("PUT", &user_path(name), Some(body)).await?;
+        let (status, answer) = self
+            .call("PUT", &user_path(name), Some(body), MAX_REPLY)
+            .await?;
         match status {
             200 | 201 => Ok(()),
             _ => Err(refused("update the account", name, status, &answer)),
@@ -83,7 +96,7 @@ impl AdminApi<'_> {
 
     /// The role `name`'s permissions; `None` when the dashboard has no such role.
     pub async fn role(&self, name: &str) -> Result<Option<ScopesPermissions>, IdentityError> {
-        let (status, body) = self.call("GET", &role_path(name), None).await?;
+        let (status, body) = self.call("GET", &role_path(name), None, MAX_REPLY).await?;
         match status {
             200 => serde_json::from_value(body["scopes_permissions"].clone())
                 .map(Some)
@@ -113,7 +126,7 @@ impl AdminApi<'_> {
                 json!({"description": description, "scopes_permissions": permissions}),
             ),
         };
-        let (status, answer) = self.call(method, &path, Some(body)).await?;
+        let (status, answer) = self.call(method, &path, Some(body), MAX_REPLY).await?;
         match status {
             200 | 201 => Ok(()),
             // Made by another gateway meanwhile: set it.
@@ -124,13 +137,72 @@ impl AdminApi<'_> {
         }
     }
 
-    /// One exchange: its status and its body as JSON (`null` when it is none). A standby
-    /// answers 303, or an error status with no dashboard behind it.
+    /// Every account on the dashboard.
+    pub async fn accounts(&self) -> Result<Vec<ListedAccount>, IdentityError> {
+        let (status, body) = self.call("GET", "/api/user", None, MAX_LIST_REPLY).await?;
+        if status != 200 {
+            return Err(refused("list the accounts", "", status, &body));
+        }
+        let bad = || IdentityError::BadReply("GET /api/user");
+        let listed = body.as_array().ok_or_else(bad)?;
+        listed
+            .iter()
+            .map(|account| {
+                Ok(ListedAccount {
+                    name: account["username"].as_str().ok_or_else(bad)?.to_string(),
+                    state: account_state(account)?,
+                })
+            })
+            .collect()
+    }
+
+    /// The name of every role on the dashboard, the system roles' included.
+    pub async fn role_names(&self) -> Result<Vec<String>, IdentityError> {
+        let (status, body) = self.call("GET", "/api/role", None, MAX_LIST_REPLY).await?;
+        if status != 200 {
+            return Err(refused("list the roles", "", status, &body));
+        }
+        let bad = || IdentityError::BadReply("GET /api/role");
+        let listed = body.as_array().ok_or_else(bad)?;
+        listed
+            .iter()
+            .map(|role| role["name"].as_str().map(str::to_string).ok_or_else(bad))
+            .collect()
+    }
+
+    /// Removes the account `name` (none by that name: nothing to do).
+    pub async fn delete_account(&self, name: &str) -> Result<(), IdentityError> {
+        self.delete(&user_path(name), "remove the account", name)
+            .await
+    }
+
+    /// Removes the role `name`; the dashboard refuses while an account holds it.
+    pub async fn delete_role(&self, name: &str) -> Result<(), IdentityError> {
+        self.delete(&role_path(name), "remove the role", name).await
+    }
+
+    async fn delete(
+        &self,
+        path: &str,
+        action: &'static str,
+        name: &str,
+    ) -> Result<(), IdentityError> {
+        let (status, answer) = self.call("DELETE", path, None, MAX_REPLY).await?;
+        match status {
+            200..=299 | 404 => Ok(()),
+            _ => Err(refused(action, name, status, &answer)),
+        }
+    }
+
+    /// One exchange, reading at most `max` bytes of answer: its status and its body as
+    /// JSON (`null` when it is none). A standby answers 303, or an error status with no
+    /// dashboard behind it.
     async fn call(
         &self,
         method: &str,
         path: &str,
         body: Option<Value>,
+        max: usize,
     ) -> Result<(u16, Value), IdentityError> {
         let upstreams = self.upstreams;
         let mut req = upstreams.request(self.backend, method, path)?;
@@ -150,7 +222,7 @@ impl AdminApi<'_> {
         let peer = upstreams.peer(self.backend, timeouts.login_answer);
         let reply = upstreams
             .client
-            .send(&peer, req, body, MAX_REPLY, timeouts.login)
+            .send(&peer, req, body, max, timeouts.login)
             .await?;
         let status = reply.status();
         if status == 303 || status == 502 || status == 503 {

@@ -11,6 +11,7 @@
 
 mod accounts;
 mod admin_api;
+mod inventory;
 mod password;
 
 use std::sync::Arc;
@@ -18,8 +19,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use accounts::{is_managed_account, is_mirrored_role, AccountLogins, RoleAccounts};
+pub use inventory::{Inventory, ManagedAccount, Pruned};
 
-use crate::state::UnixTime;
+use crate::state::{StateError, UnixTime};
 use crate::upstream::credentials::CredentialError;
 use crate::upstream::{Backend, ClientError, Upstreams};
 use crate::users::User;
@@ -75,4 +77,7 @@ pub enum IdentityError {
     Client(#[from] ClientError),
     #[error("unexpected answer of the dashboard's {0}")]
     BadReply(&'static str),
+    /// The record of the accounts' uses (the `accounts` command).
+    #[error("the accounts' uses: {0}")]
+    Uses(StateError),
 }

@@ -2,8 +2,9 @@
 //! after `T`, a moment in the future: a shared store's keys expire by the real clock.
 
 use super::{
-    BucketRate, CredentialResets, DashboardAttempts, FailedLogins, Lockouts, Revocations, Take,
-    UnixTime, UpstreamToken, UpstreamTokens, UsedTokens, UserSession, UserSessions,
+    AccountUse, BucketRate, CredentialResets, DashboardAttempts, FailedLogins, Lockouts,
+    Revocations, Take, UnixTime, UpstreamToken, UpstreamTokens, UsedTokens, UserSession,
+    UserSessions,
 };
 use crate::client_addr::ClientNet;
 
@@ -287,4 +288,26 @@ pub async fn used_tokens(store: &dyn UsedTokens) {
     assert!(!store.first_use("jti-1", T + 100, T + 50).await.unwrap());
     assert!(!store.first_use("jti-1", T + 100, T + 100).await.unwrap());
     assert!(store.first_use("jti-2", T + 100, T + 50).await.unwrap());
+}
+
+pub async fn account_use(store: &dyn AccountUse) {
+    assert!(store.last_uses().await.unwrap().is_empty());
+    store.record("cg-a", T).await.unwrap();
+    store.record("cg-b", T + 5).await.unwrap();
+    store.record("cg-a", T + 10).await.unwrap();
+    // Another gateway's earlier record does not move the last use back.
+    store.record("cg-a", T + 3).await.unwrap();
+    let uses = store.last_uses().await.unwrap();
+    assert_eq!(uses.len(), 2);
+    assert_eq!((uses["cg-a"], uses["cg-b"]), (T + 10, T + 5));
+    store
+        .forget(&["cg-a".into(), "cg-gone".into()])
+        .await
+        .unwrap();
+    let uses = store.last_uses().await.unwrap();
+    assert_eq!(
+        uses.into_iter().collect::<Vec<_>>(),
+        [("cg-b".into(), T + 5)]
+    );
+    store.forget(&[]).await.unwrap();
 }

@@ -3,11 +3,14 @@
 //! failed logins per client, the service account's dashboard token, each user's own
 //! dashboard session, the resets of users' credentials and the ids of tokens good once,
 //! each behind a narrow trait, in memory (`memory`, `dashboard_attempts`, `failed_logins`,
-//! `user_sessions`, `credential_resets`, `used_tokens`) or in Redis (`redis`). Time is passed in, so the stores hold no
-//! clock and tests control it.
+//! `user_sessions`, `credential_resets`, `used_tokens`) or in Redis (`redis`), and when each
+//! dashboard account the gateway manages was last used (`account_use`: with the memory
+//! backend in the state directory, where the `accounts` command finds it). Time is passed
+//! in, so the stores hold no clock and tests control it.
 //! Policy (how many failures lock for how long, how fast a client's bucket refills) lives
 //! in `auth` and `config`, not here.
 
+mod account_use;
 mod credential_resets;
 mod dashboard_attempts;
 mod failed_logins;
@@ -17,6 +20,8 @@ mod redis;
 mod used_tokens;
 mod user_sessions;
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +30,7 @@ use async_trait::async_trait;
 pub use self::redis::{
     EncryptionKey, RedisSettings, RedisTarget, RevocationFeed, SentinelSettings,
 };
+pub use account_use::LocalAccountUse;
 pub use credential_resets::MemoryCredentialResets;
 pub use dashboard_attempts::{Hold, MemoryDashboardAttempts};
 pub use failed_logins::{BucketRate, MemoryFailedLogins, Take};
@@ -217,6 +223,24 @@ impl AccountTokens for MemoryAccountTokens {
     }
 }
 
+/// When each dashboard account the gateway manages was last used, so that the `accounts`
+/// command can remove those no longer needed: a user's roles come from the users file or
+/// from an identity provider's groups, so which sets of roles are still in use is known
+/// only from their use.
+#[async_trait]
+pub trait AccountUse: Send + Sync {
+    /// `account` was used at `at`; an earlier moment than the one recorded changes nothing.
+    async fn record(&self, account: &str, at: UnixTime) -> Result<(), StateError>;
+    /// Each account's last recorded use.
+    async fn last_uses(&self) -> Result<BTreeMap<String, UnixTime>, StateError>;
+    /// Forgets the records of `accounts` (removed from the dashboard).
+    async fn forget(&self, accounts: &[String]) -> Result<(), StateError>;
+}
+
+/// At most this many accounts' uses are recorded (`upstream.max_role_accounts` bounds
+/// each gateway's accounts far below it).
+pub const MAX_RECORDED_ACCOUNTS: usize = 10_000;
+
 /// A user's own dashboard session (`auth.source = "dashboard"` or `upstream.identity =
 /// "user"`), kept for the gateway token it belongs to: the token id is the key.
 #[derive(Clone, PartialEq, Eq)]
@@ -310,6 +334,7 @@ pub struct Stores {
     pub user_sessions: Arc<dyn UserSessions>,
     pub credential_resets: Arc<dyn CredentialResets>,
     pub used_tokens: Arc<dyn UsedTokens>,
+    pub account_use: Arc<dyn AccountUse>,
     /// Whether the stores answer, for readiness and metrics.
     pub health: Arc<StoreHealth>,
     /// Keeps the revocations of a shared store current; `None` in memory.
@@ -330,6 +355,9 @@ impl Stores {
     }
 }
 
+/// The accounts' uses, in `server.state_dir` with the memory backend.
+pub const ACCOUNT_USE_FILE: &str = "dashboard-accounts-use";
+
 /// Bound on entries in a memory store (and on a shared store's local copy of the
 /// revocations), so no client can grow it without limit.
 pub const MEMORY_MAX_ENTRIES: usize = 100_000;
@@ -340,9 +368,10 @@ impl StateConfig {
         matches!(self, StateConfig::Redis(_))
     }
 
-    /// The stores. A Redis that cannot be reached yet does not stop this: the stores
-    /// answer `Unavailable` until it can, and recover by themselves.
-    pub fn build(self) -> Result<Stores, StateError> {
+    /// The stores; with the memory backend, the accounts' uses are kept in `state_dir`. A
+    /// Redis that cannot be reached yet does not stop this: the stores answer
+    /// `Unavailable` until it can, and recover by themselves.
+    pub fn build(self, state_dir: &Path) -> Result<Stores, StateError> {
         match self {
             StateConfig::Memory => Ok(Stores {
                 revocations: Arc::new(MemoryRevocations::new(MEMORY_MAX_ENTRIES)),
@@ -354,6 +383,7 @@ impl StateConfig {
                 user_sessions: Arc::new(MemoryUserSessions::new(MEMORY_MAX_ENTRIES)),
                 credential_resets: Arc::new(MemoryCredentialResets::new(MEMORY_MAX_ENTRIES)),
                 used_tokens: Arc::new(MemoryUsedTokens::new(MEMORY_MAX_ENTRIES)),
+                account_use: Arc::new(LocalAccountUse::open(state_dir.join(ACCOUNT_USE_FILE))?),
                 health: Arc::new(StoreHealth::always_up()),
                 feed: None,
             }),

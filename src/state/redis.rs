@@ -19,6 +19,7 @@
 //! Every command is bounded by `command_timeout`; a Redis that is down is `Unavailable`,
 //! never a hang, and the connection comes back by itself.
 
+mod account_use;
 mod credential_resets;
 mod dashboard_attempts;
 mod failed_logins;
@@ -158,6 +159,9 @@ fn stores_keeping(settings: RedisSettings, kept: usize) -> Result<Stores, StateE
             redis: redis.clone(),
         }),
         used_tokens: Arc::new(used_tokens::RedisUsedTokens {
+            redis: redis.clone(),
+        }),
+        account_use: Arc::new(account_use::RedisAccountUse {
             redis: redis.clone(),
         }),
         health: redis.health.clone(),
@@ -1217,6 +1221,7 @@ mod tests {
         contract::user_sessions(gateway.stores.user_sessions.as_ref()).await;
         contract::credential_resets(gateway.stores.credential_resets.as_ref()).await;
         contract::used_tokens(gateway.stores.used_tokens.as_ref()).await;
+        contract::account_use(gateway.stores.account_use.as_ref()).await;
     }
 
     /// Issue 33, item 12: past the local copy's bound a logout still takes effect on every
