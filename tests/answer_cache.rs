@@ -334,13 +334,17 @@ async fn no_answer_is_older_than_its_ttl() {
     let token = gw.login(ADMIN, ADMIN_PW).await;
     let direct_token = dash.login(ADMIN).await;
     let path = format!("/api/cluster_conf/{OPTION}");
-    let mut worst = Duration::ZERO;
+    // How late the gateway may show a change: its TTL, plus the polling rounds that saw it
+    // and the one before, measured (a loaded machine makes each request slower).
+    let (mut worst, mut allowed) = (Duration::ZERO, Duration::ZERO);
     for round in 0..3 {
         let value = 700_000 + round * 1000 + u64::from(std::process::id() % 1000);
         dash.ceph_ok(&["config", "set", "osd", OPTION, &value.to_string()]);
         let started = Instant::now();
         let (mut direct_saw, mut gateway_saw) = (None, None);
+        let mut rounds = [Duration::ZERO; 2];
         while gateway_saw.is_none() && started.elapsed() < Duration::from_secs(30) {
+            let polled = Instant::now();
             let direct = dash
                 .send(Method::GET, &path, Some(&direct_token), V1, None)
                 .await;
@@ -353,19 +357,34 @@ async fn no_answer_is_older_than_its_ttl() {
                 gateway_saw = Some(Instant::now());
             }
             tokio::time::sleep(EVERY).await;
+            rounds = [rounds[1], polled.elapsed()];
         }
         let (Some(direct), Some(gateway)) = (direct_saw, gateway_saw) else {
             panic!("round {round}: the new value never showed: {direct_saw:?} {gateway_saw:?}");
         };
         let late = gateway.saturating_duration_since(direct);
-        println!("round {round}: the gateway showed the change {late:?} after the dashboard");
-        worst = worst.max(late);
+        let bound = TTL + rounds[0] + rounds[1];
+        println!("round {round}: the gateway showed the change {late:?} after the dashboard (at most {bound:?})");
+        assert!(
+            late <= bound,
+            "round {round}: {late:?} late, more than {bound:?}"
+        );
+        (worst, allowed) = (worst.max(late), allowed.max(bound));
     }
     dash.ceph_ok(&["config", "rm", "osd", OPTION]);
-    // An answer kept at most TTL, plus one polling round and its two requests.
-    assert!(worst <= TTL + 4 * EVERY, "{worst:?}");
-    let hits = cache_results(&gw.metrics().await, "hit");
-    assert!(hits > 0.0, "the answers were kept meanwhile");
+    println!("worst {worst:?} of {allowed:?} allowed");
+    // The answers are kept at all: two requests at once are at most one answer of the
+    // dashboard (however slow the machine, the second finds the first's in flight or kept;
+    // none when the last round's is still kept).
+    let pair = futures_util::future::join(
+        gw.api_get(&path, Some(&token)),
+        gw.api_get(&path, Some(&token)),
+    );
+    let asked = Box::pin(dashboard_requests_of(&gw, pair)).await;
+    assert!(
+        asked < 2.0,
+        "the answers were not kept: {asked} answers for 2 requests"
+    );
 }
 
 /// GET of a web UI file through the gateway with these request headers.
