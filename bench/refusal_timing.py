@@ -5,7 +5,7 @@ ac-user-create` makes) against its refusal of a username nobody has (checked aga
 stand-in hash). The two kinds are sent interleaved, one at a time, over one kept-alive
 connection to a gateway started here on 127.0.0.1 (no dashboard needed: the users file
 checks passwords); the medians and their ratio are reported. Close to 1.0 is the goal; the
-test suite checks only that both kinds check a password once (tests/credentials.rs).
+test suite checks only that both kinds check a password once (tests/it/credentials.rs).
 
   bench/refusal_timing.py [--logins 15] [--gateway target/release/clustergate]
                           [--hasher target/release/examples/bcrypt-hash] [--out FILE.json]

@@ -2,6 +2,9 @@
 # Installs what a fresh Debian 12 machine lacks to build and test clustergate.
 # Idempotent: installs only what is missing. Needs root (or sudo) when something is missing.
 #   deploy/install-deps.sh            build dependencies (cmake, a C compiler)
+#   deploy/install-deps.sh --fast     also what the fast tier of the tests uses (tests/run.sh
+#                                     --fast: Redis and Sentinel for the state stores' unit
+#                                     tests, patch and Python for the repository's checks)
 #   deploy/install-deps.sh --test     also what the test suite uses (the real Ceph
 #                                     dashboard's packages are installed by
 #                                     deploy/ceph-dev/start-dashboard.sh; the OSD's and the
@@ -10,7 +13,7 @@
 #                                     once, ~4-5 min each, then cached: no test downloads
 #                                     anything), and
 #                                     Schemathesis and kubernetes-validate in .test-venv/ for
-#                                     tests/api_fuzz.rs and tests/kubernetes.rs
+#                                     tests/it/api_fuzz.rs and tests/it/kubernetes.rs
 #                                     (CG_TEST_VENV: another place for that venv),
 #                                     and the browser test's driver in tests/ui
 set -euo pipefail
@@ -18,6 +21,9 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 
 testing=false
 want=(cmake gcc make)
+if [[ "${1:-}" == "--fast" ]]; then
+  want+=(redis-server redis-sentinel patch python3)
+fi
 if [[ "${1:-}" == "--test" ]]; then
   testing=true
   # curl for the dashboard harness; Chromium and Node for the browser tests; Redis and
@@ -71,7 +77,7 @@ install_packages() {
 
 # The test suite's Python tools, pinned with their dependencies, in a venv of its own (never
 # the system Python's packages), made again when the pins or Debian's Python change:
-# Schemathesis (tests/api_fuzz.rs) and kubernetes-validate (tests/kubernetes.rs).
+# Schemathesis (tests/it/api_fuzz.rs) and kubernetes-validate (tests/it/kubernetes.rs).
 install_test_venv() {
   local venv=${CG_TEST_VENV:-$repo/.test-venv}
   local requirements=("$repo/tests/api_fuzz/requirements.txt" "$repo/tests/kubernetes/requirements.txt")

@@ -373,7 +373,7 @@ mod tests {
         assert!(doc["paths"]["/api/auth/logout"].is_object());
     }
 
-    /// Found by the API fuzzer (tests/api_fuzz.rs): every auth endpoint reads its body
+    /// Found by the API fuzzer (tests/it/api_fuzz.rs): every auth endpoint reads its body
     /// whole up to `auth::BODY_LIMIT` and answers 413 past it, and `check` takes a null
     /// token as none.
     #[test]

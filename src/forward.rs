@@ -328,7 +328,7 @@ pub fn language_cookie(headers: &HeaderMap) -> Option<HeaderValue> {
 /// Makes a `Location` that names a backend relative, so no manager's own address
 /// reaches the client, and drops the dashboard's cookies: the gateway's token cookie is
 /// the client's session, and 20.2 sets a CherryPy `session_id` (not HttpOnly, no SameSite)
-/// on every answer, which its web UI does not need (tests/ui_browser.rs runs it without).
+/// on every answer, which its web UI does not need (tests/it/ui_browser.rs runs it without).
 /// An answer to be redacted loses its length: it changes.
 pub fn rewrite_response(
     resp: &mut ResponseHeader,

@@ -11,7 +11,7 @@
 //! is skipped.
 //!
 //! Shared by the unit tests (`crate::test_ports`) and the integration tests (included as
-//! `tests/common/test_ports.rs`), so `src/state/redis_server.rs`, which both compile,
+//! `tests/it/common/test_ports.rs`), so `src/state/redis_server.rs`, which both compile,
 //! reaches it as `super::super::test_ports`.
 
 use std::net::TcpListener;

@@ -1,17 +1,46 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: formatting, lints, the shipped configuration, unit and
-# integration tests (the API fuzzer, tests/api_fuzz.rs, among them). Installs what a fresh
+#   tests/run.sh          the whole suite (what CI runs): the fast tier, then the integration
+#                         tests (tests/it/, one binary) against real components
+#   tests/run.sh --fast   the fast tier alone: formatting, lints, the repository's checks, the
+#                         shipped configuration and the unit tests; a few minutes, no Ceph
+#
+# The whole suite: formatting, lints, the shipped configuration, unit and
+# integration tests (the API fuzzer, tests/it/api_fuzz.rs, among them). Installs what a fresh
 # Debian 12 machine lacks first (Schemathesis included), and starts a real Ceph dashboard
 # for the integration tests, and one of Ceph 18.2 and of 20.2 for the tests that run against
 # every release (all stopped again on exit). 16.2's and 20.2's clusters hold data (an OSD, a
 # radosgw, a pool, an RBD image, an RGW user: start-dashboard.sh --data), which tests such as
-# tests/cluster_data.rs read.
+# tests/it/cluster_data.rs read.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The fast tier.
+fast_tier() {
+  cargo fmt --check
+  cargo clippy --locked --all-targets -- -D warnings
+  deploy/tools/check-vendored.sh
+  deploy/tools/vendor-patches.sh --check
+  deploy/tools/check-imports.py
+  # The shipped configuration must validate (with a stand-in service account password).
+  local conf_copy
+  conf_copy=$(mktemp -d)
+  cp -r conf/. "$conf_copy/"
+  printf 'stand-in' > "$conf_copy/upstream.pass"
+  chmod 600 "$conf_copy/upstream.pass"
+  cargo run --locked --quiet -- check-config --config "$conf_copy/clustergate.toml"
+  rm -rf "$conf_copy"
+  cargo test --locked --lib --bins
+}
+
+if [[ "${1:-}" == "--fast" ]]; then
+  deploy/install-deps.sh --fast
+  fast_tier
+  exit 0
+fi
+
 deploy/install-deps.sh --test
 
 declare -A release_dirs=() release_jobs=()
-conf_copy=$(mktemp -d)
 dash_dir=$(mktemp -d /tmp/clustergate-test-ceph.XXXXXX)
 cleanup() {
   deploy/ceph-dev/stop-dashboard.sh "$dash_dir" --purge >/dev/null 2>&1 || true
@@ -20,7 +49,6 @@ cleanup() {
     deploy/ceph-dev/stop-dashboard.sh "${release_dirs[$release]}" --purge >/dev/null 2>&1 || true
     rm -f "${release_dirs[$release]}.log"
   done
-  rm -rf "$conf_copy"
 }
 trap cleanup EXIT
 
@@ -34,17 +62,7 @@ for release in 18.2 20.2; do
   release_jobs[$release]=$!
 done
 
-cargo fmt --check
-cargo clippy --locked --all-targets -- -D warnings
-deploy/tools/check-vendored.sh
-deploy/tools/vendor-patches.sh --check
-deploy/tools/check-imports.py
-
-# The shipped configuration must validate (with a stand-in service account password).
-cp -r conf/. "$conf_copy/"
-printf 'stand-in' > "$conf_copy/upstream.pass"
-chmod 600 "$conf_copy/upstream.pass"
-cargo run --locked --quiet -- check-config --config "$conf_copy/clustergate.toml"
+fast_tier
 
 # One dashboard shared by the integration tests; tests that fail managers over or change
 # its settings start their own.
@@ -60,4 +78,4 @@ for release in 18.2 20.2; do
   export "CG_TEST_DASHBOARD_ENV_${release/./_}=${release_dirs[$release]}/dashboard.env"
 done
 
-cargo test --locked
+cargo test --locked --test it

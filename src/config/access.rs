@@ -12,7 +12,7 @@ use crate::versioning::ApiVersion;
 
 /// The scope tables the binary carries, by Ceph release, each derived from that release's
 /// dashboard (`deploy/tools/derive_scopes.py` in its Debian root) and probed against it
-/// (tests/scope_table.rs). The first, 16.2's, is the default: a configuration file alone
+/// (tests/it/scope_table.rs). The first, 16.2's, is the default: a configuration file alone
 /// starts the gateway.
 const BUILT_IN_TABLES: [(&str, &str); 3] = [
     ("16.2", include_str!("../../conf/scopes.toml")),

@@ -14,7 +14,7 @@ use crate::observe::metrics::BodyMetrics;
 /// Without a memory limit (a host, no cgroup limit): as for a pod of 256 MiB.
 const UNLIMITED_MEMORY_BUDGET: usize = 64 * 1024 * 1024;
 /// The share of a memory limit bodies may take: the rest holds the answer cache, the
-/// answers in flight and the process itself (`tests/kubernetes.rs` adds them up).
+/// answers in flight and the process itself (`tests/it/kubernetes.rs` adds them up).
 const MEMORY_SHARE_DIVISOR: u64 = 4;
 /// cgroup v2, then v1: the memory limit of the process's own cgroup, as a container sees
 /// it.

@@ -1,6 +1,6 @@
 //! A real `redis-server` for tests (Debian's package), on 127.0.0.1 and a free port, in its
 //! own folder, stopped by its pid. Shared by the unit tests of the Redis stores and by the
-//! integration tests (`tests/common/redis.rs` includes this file).
+//! integration tests (`tests/it/common/redis.rs` includes this file).
 //!
 //! Its users: `default` (everything, for the tests' own reads) and the gateways' user as
 //! shipped in `deploy/redis/clustergate.acl`, with [`GATEWAY_PASSWORD`]. The folder also
@@ -221,7 +221,7 @@ impl SentinelServer {
         wait_listening("redis-sentinel", self.port);
     }
 
-    // This and `restart`: for the integration tests (tests/common/redis.rs).
+    // This and `restart`: for the integration tests (tests/it/common/redis.rs).
     #[allow(dead_code)]
     pub fn running(&self) -> bool {
         self.child.is_some()

@@ -1,4 +1,4 @@
-"""Schemathesis hooks for the API fuzz runs of tests/api_fuzz.rs, which loads them through
+"""Schemathesis hooks for the API fuzz runs of tests/it/api_fuzz.rs, which loads them through
 SCHEMATHESIS_HOOKS: each request asks for the API version its operation documents, and the
 gateway's auth endpoints get raw bodies besides the schema-violating ones Schemathesis makes.
 """

@@ -2,7 +2,7 @@
 // playwright-core from tests/ui/node_modules): the dashboard's own UI through the gateway
 // sends the browser to the provider's login form; after it, the browser lands on the
 // dashboard's landing page (16.2: the cluster's health; 20.2: its details); the UI's Sign out
-// sends it to the provider's end_session_endpoint. Run by tests/oidc_browser.rs with:
+// sends it to the provider's end_session_endpoint. Run by tests/it/oidc_browser.rs with:
 //   CG_SSO_URL (the gateway), CG_SSO_ISSUER (the provider), CG_SSO_ACCOUNT,
 //   CG_SSO_OUT (a folder for screenshots), CG_UI_CHROMIUM (default /usr/bin/chromium)
 // Exits 0 when every step passed.

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Drives the Ceph 16.2 dashboard's own web UI through clustergate in headless Chromium
 // (Debian's /usr/bin/chromium, driven by playwright-core; no browser download).
-// Run by tests/ui_browser.rs, which starts a real dashboard and the gateway and passes:
+// Run by tests/it/ui_browser.rs, which starts a real dashboard and the gateway and passes:
 //
 //   CG_UI_URL                 the gateway, e.g. https://127.0.0.1:PORT
 //   CG_UI_CERT_FILE           the gateway's certificate (PEM, leaf first): Chromium is told to

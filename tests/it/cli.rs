@@ -1,0 +1,303 @@
+//! The command line: `check-config` (exit 64, one `FILE: KEY: message` line per problem) and
+//! `hash-password`.
+
+use std::fs;
+use std::process::Output;
+
+use crate::common::*;
+use argon2::{PasswordHash, PasswordVerifier};
+
+/// check-config on the spec's files after `edit` rewrote the config text.
+fn check_edited(spec: &Gateway, edit: impl Fn(String) -> String) -> (tempfile::TempDir, Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = spec.write_files(dir.path(), free_port(), free_port());
+    fs::write(&config, edit(fs::read_to_string(&config).unwrap())).unwrap();
+    let out = cli(
+        &["check-config", "--config", config.to_str().unwrap()],
+        None,
+    );
+    (dir, out)
+}
+
+/// Replace the `[server]` listen address (the first `listen =` line).
+fn bad_listen(text: String) -> String {
+    text.replacen(
+        "listen = \"127.0.0.1:",
+        "listen = \"not-an-address\"\n# was ",
+        1,
+    )
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Exit 64, and a `FILE: KEY: message` line naming `file` that mentions every one of `words`.
+fn assert_problem(out: &Output, file: &str, words: &[&str]) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(64), "exit status; stderr:\n{err}");
+    let found = err
+        .lines()
+        .any(|l| l.contains(&format!("{file}: ")) && words.iter().all(|w| l.contains(w)));
+    assert!(
+        found,
+        "no `{file}: KEY: message` line naming {words:?} in:\n{err}"
+    );
+}
+
+#[test]
+fn check_config_accepts_a_valid_config_with_exit_0() {
+    let (_dir, out) = Gateway::with_admin_and_viewer()
+        .user(User::new("b", "B-Pass-123", &["block-manager"]).bcrypt())
+        .check_config();
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+}
+
+#[test]
+fn check_config_accepts_tls_and_a_known_secret() {
+    let (_dir, out) = Gateway::new()
+        .user(User::admin())
+        .tls(true)
+        .known_secret()
+        .check_config();
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+}
+
+#[test]
+fn check_config_names_auth_lockout_seconds_when_zero_but_attempts_are_on() {
+    let (_dir, out) = Gateway::new()
+        .user(User::admin())
+        .lockout(3, 0)
+        .check_config();
+    assert_problem(&out, "clustergate.toml", &["lockout_seconds"]);
+}
+
+#[test]
+fn check_config_allows_lockout_seconds_zero_when_lockout_is_off() {
+    let (_dir, out) = Gateway::new()
+        .user(User::admin())
+        .lockout(0, 0)
+        .check_config();
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+}
+
+#[test]
+fn check_config_names_server_listen_for_a_bad_address() {
+    let (_dir, out) = check_edited(&Gateway::new().user(User::admin()), bad_listen);
+    assert_problem(&out, "clustergate.toml", &["listen"]);
+}
+
+#[test]
+fn check_config_names_an_unknown_key() {
+    let (_dir, out) = Gateway::new()
+        .user(User::admin())
+        .extra_toml("server", "bogus_key = 1")
+        .check_config();
+    assert_problem(&out, "clustergate.toml", &["bogus_key"]);
+}
+
+#[test]
+fn check_config_reports_every_problem_of_a_config_at_once() {
+    let spec = Gateway::new()
+        .user(User::admin())
+        .lockout(3, 0)
+        .extra_toml("auth", "bogus_key = 1");
+    let (_dir, out) = check_edited(&spec, bad_listen);
+    assert_problem(&out, "clustergate.toml", &["lockout_seconds"]);
+    assert_problem(&out, "clustergate.toml", &["listen"]);
+    assert_problem(&out, "clustergate.toml", &["bogus_key"]);
+}
+
+#[test]
+fn check_config_names_server_key_file_when_only_cert_file_is_set() {
+    let spec = Gateway::new()
+        .user(User::admin())
+        .tls(true)
+        .extra_toml("server", "cert_file = \"cert.pem\"");
+    let (_dir, out) = spec.check_config();
+    assert_problem(&out, "clustergate.toml", &["key_file"]);
+}
+
+#[test]
+fn check_config_names_auth_token_ttl_seconds_when_zero() {
+    let (_dir, out) = Gateway::new()
+        .user(User::admin())
+        .token_ttl(0)
+        .check_config();
+    assert_problem(&out, "clustergate.toml", &["token_ttl_seconds"]);
+}
+
+#[test]
+fn check_config_names_metrics_listen_when_it_is_the_server_address() {
+    let spec = Gateway::new().user(User::admin());
+    let (_dir, out) = check_edited(&spec, |text| {
+        let server = text
+            .lines()
+            .find(|l| l.starts_with("listen = "))
+            .unwrap()
+            .to_string();
+        let mut lines: Vec<String> = text.lines().map(String::from).collect();
+        let metrics = lines
+            .iter()
+            .rposition(|l| l.starts_with("listen = "))
+            .unwrap();
+        lines[metrics] = server;
+        lines.join("\n")
+    });
+    assert_problem(&out, "clustergate.toml", &["metrics.listen"]);
+}
+
+#[test]
+fn check_config_names_the_users_file_and_user_for_an_unknown_role() {
+    let spec =
+        Gateway::new()
+            .user(User::admin())
+            .user(User::new("eve", "Eve-Pass-123", &["overlord"]));
+    let (_dir, out) = spec.check_config();
+    assert_problem(&out, "users.toml", &["eve"]);
+}
+
+#[test]
+fn check_config_names_the_users_file_and_user_for_a_duplicate_username() {
+    let spec = Gateway::new()
+        .user(User::admin())
+        .user(User::viewer())
+        .user(User::new(VIEWER, "Other-Pass-1", &["read-only"]));
+    let (_dir, out) = spec.check_config();
+    assert_problem(&out, "users.toml", &[VIEWER]);
+}
+
+#[test]
+fn check_config_names_the_users_file_and_user_for_a_bad_hash() {
+    let users = format!(
+        "[[users]]\nusername = \"admin\"\npassword_hash = {:?}\nroles = [\"administrator\"]\n\n\
+         [[users]]\nusername = \"mallory\"\npassword_hash = \"plaintext-password\"\nroles = [\"read-only\"]\n",
+        argon2_hash(ADMIN_PW)
+    );
+    let (_dir, out) = Gateway::new().raw_users_file(&users).check_config();
+    assert_problem(&out, "users.toml", &["mallory"]);
+    assert!(
+        !stderr(&out).contains("plaintext-password"),
+        "the bad hash is echoed to stderr"
+    );
+}
+
+#[test]
+fn check_config_names_the_users_file_when_it_is_not_toml() {
+    let (_dir, out) = Gateway::new()
+        .raw_users_file("[[users]\nusername = ")
+        .check_config();
+    assert_problem(&out, "users.toml", &[]);
+}
+
+#[test]
+fn check_config_exits_64_for_a_missing_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.toml");
+    let out = cli(
+        &["check-config", "--config", missing.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(64), "stderr:\n{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("nope.toml"),
+        "stderr:\n{}",
+        stderr(&out)
+    );
+}
+
+fn hash_password(password: &str) -> String {
+    let out = cli(&["hash-password"], Some(&format!("{password}\n")));
+    assert!(
+        out.status.success(),
+        "hash-password failed:\n{}",
+        stderr(&out)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn hash_password_prints_an_argon2id_hash_of_the_line_without_its_newline() {
+    let hash = hash_password("S3cret-Pass word");
+    assert!(hash.starts_with("$argon2id$"), "{hash}");
+    let parsed = PasswordHash::new(&hash).unwrap();
+    let argon = argon2::Argon2::default();
+    assert!(argon.verify_password(b"S3cret-Pass word", &parsed).is_ok());
+    assert!(argon
+        .verify_password(b"S3cret-Pass word\n", &parsed)
+        .is_err());
+    assert!(argon.verify_password(b"other", &parsed).is_err());
+}
+
+#[test]
+fn hash_password_salts_every_hash() {
+    assert_ne!(
+        hash_password("same-password"),
+        hash_password("same-password")
+    );
+}
+
+#[tokio::test]
+async fn a_hash_password_output_logs_in() {
+    let hash = hash_password("Fr0m-The-Cli");
+    let users = format!(
+        "[[users]]\nusername = \"ops\"\npassword_hash = {hash:?}\nroles = [\"administrator\"]\n"
+    );
+    let gw = Gateway::new().raw_users_file(&users).start();
+    assert_invalid_credentials(&gw.try_login("ops", "fr0m-the-cli").await);
+    let token = gw.login("ops", "Fr0m-The-Cli").await;
+    assert_eq!(jwt_payload(&token)["username"], "ops");
+}
+
+#[test]
+fn check_config_counts_custom_roles_and_names_a_bad_ones_key() {
+    let roles =
+        "[[roles]]\nname = \"pool-auditor\"\n[roles.scopes_permissions]\npool = [\"read\"]\n";
+    let spec = Gateway::new()
+        .user(User::new("auditor", "Aud1tor-Pass", &["pool-auditor"]))
+        .file("roles.toml", roles)
+        .extra_toml("auth", "roles_file = \"roles.toml\"");
+    let (_dir, out) = spec.check_config();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+    assert!(printed.contains("1 custom roles in"), "{printed}");
+
+    let (_dir, out) = spec
+        .file("roles.toml", &roles.replace("pool = ", "pools = "))
+        .check_config();
+    assert_problem(
+        &out,
+        "roles.toml",
+        &[
+            "roles[0] (\"pool-auditor\").scopes_permissions.pools",
+            "unknown scope",
+        ],
+    );
+}
+
+#[test]
+fn users_import_without_a_working_ceph_exits_69_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.toml");
+    let roles = dir.path().join("roles.toml");
+    let out = cli(
+        &[
+            "users",
+            "import",
+            "--users-file",
+            users.to_str().unwrap(),
+            "--roles-file",
+            roles.to_str().unwrap(),
+            "--ceph",
+            "/nonexistent/ceph",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(69), "stderr:\n{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("/nonexistent/ceph"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!users.exists() && !roles.exists());
+}
