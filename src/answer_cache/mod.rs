@@ -17,6 +17,15 @@
 //! query) are kept the same way, asked of the dashboard plain and gzipped here once, and
 //! answered `304` to a client that holds them; the fetches of those to be kept are bounded
 //! per minute (`ui_files`).
+//!
+//! Why not pingora's own cache (`pingora-cache`, its `CacheLock` for the shared flight):
+//! its only in-memory storage, `MemCache`, says of itself "for testing only, not for
+//! production use", so the store would be ours anyway, and so would the key (who may see
+//! the answer) and the ttl per operation (set per answer in its `response_cache_filter`);
+//! dropping every kept answer on a write, the rule above, has no counterpart in its purge
+//! by key; and its hooks would add phases to every request, cached or not. What is kept
+//! here is small (a few answers per account, bounded in bytes): the store, the flights
+//! and the keys are a few hundred lines with their own tests.
 
 mod flight;
 mod key;

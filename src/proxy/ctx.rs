@@ -17,7 +17,6 @@ use crate::token_redaction::Redaction;
 use crate::upstream::answer_buffer::HeldAnswer;
 use crate::upstream::in_flight::{Holder, Place};
 use crate::upstream::Attempt;
-use crate::users::User;
 
 /// Per-request state.
 pub struct RequestCtx {
@@ -126,29 +125,6 @@ impl RequestCtx {
             bytes: session.body_bytes_sent(),
             elapsed,
             backend: self.attempt.backend().map(|b| b.base.as_str()),
-        }
-    }
-}
-
-/// Which dashboard token a forwarded request carries.
-pub(super) enum Credential {
-    /// The user's own (their dashboard session).
-    User(Arc<str>),
-    /// That of the account the gateway manages for the user's roles.
-    Roles(Arc<User>),
-    /// The service account's.
-    Service,
-    /// None: what the gateway serves without a token (the web UI's files).
-    None,
-}
-
-impl Credential {
-    pub(super) fn of(forward: &Forward) -> Credential {
-        match (&forward.user_token, &forward.user) {
-            (Some(own), _) => Credential::User(own.token.clone()),
-            (None, Some(user)) if forward.seen_as.is_some() => Credential::Roles(user.clone()),
-            (None, Some(_)) => Credential::Service,
-            (None, None) => Credential::None,
         }
     }
 }

@@ -21,7 +21,7 @@ use crate::forward::{self, Forward};
 use crate::routes::Route;
 use crate::state::{unix_now, unix_now_ms};
 use crate::upstream::in_flight::Place;
-use crate::upstream::{Backend, Upstreams};
+use crate::upstream::{ActiveRelease, Backend, Upstreams};
 use crate::users::RoleEdition;
 
 /// What `request_filter` decided.
@@ -91,7 +91,7 @@ impl Gateway {
         // of the active manager's release.
         let admission = self.admission.load_full();
         let active = self.upstreams.active_release();
-        let (table, edition) = release_in_effect(&admission, active.flatten());
+        let (table, edition) = release_in_effect(&admission, active.release());
         let lookup = admission.lookup(table, &session.req_header().method, path, ctx.route);
         let request = access::Request::of(session.req_header(), ctx.route, path, edition);
         let admitted = self.admit(&admission, request, lookup, active).await;
@@ -114,7 +114,7 @@ impl Gateway {
         admission: &Admission,
         request: access::Request<'_>,
         lookup: Lookup,
-        active: Option<Option<CephRelease>>,
+        active: ActiveRelease,
     ) -> Result<Forward, GatewayError> {
         let path = request.path;
         let mut forward = admission
@@ -122,9 +122,9 @@ impl Gateway {
             .await
             .map_err(|e| GatewayError::refused_admission(e, path))?;
         match active {
-            None => Err(GatewayError::no_active_backend()),
-            Some(None) => Err(GatewayError::release_unknown()),
-            Some(Some(_)) => {
+            ActiveRelease::NoneActive => Err(GatewayError::no_active_backend()),
+            ActiveRelease::Unknown => Err(GatewayError::release_unknown()),
+            ActiveRelease::Known(_) => {
                 forward.seen_as = self.seen_as(&forward);
                 Ok(forward)
             }
@@ -167,7 +167,7 @@ impl Gateway {
 
     /// The table and the system roles that apply now (see [`release_in_effect`]).
     fn release_now(&self, admission: &Admission) -> (TableChoice, RoleEdition) {
-        release_in_effect(admission, self.upstreams.active_release().flatten())
+        release_in_effect(admission, self.upstreams.active_release().release())
     }
 
     /// What a forwarded body may be: small for the operations served without a token

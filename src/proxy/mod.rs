@@ -5,8 +5,9 @@
 //!    401, operation 404, role 403, version 415) and read its body whole (`request`).
 //! 2. `upstream_peer`: the active manager this request has not tried (`upstream::Attempt`),
 //!    and a place on it (`upstream::in_flight`).
-//! 3. `upstream_request_filter`: swap the client's credentials for the user's own
-//!    dashboard token (`auth`'s session) or the service account's (`forward`).
+//! 3. `upstream_request_filter`: swap the client's credentials for the dashboard token of
+//!    whom the dashboard sees (`credential`: the user's own session, the account holding
+//!    the user's roles, or the service account's).
 //! 4. `upstream_response_filter`: a standby's answer or a refused service token never
 //!    reaches the client: the attempt decides, and `error_while_proxy` retries; a refused
 //!    user token ends that user's session.
@@ -15,10 +16,12 @@
 //!    measures (`metrics`) and records the request (`access_log`, `audit`).
 //!
 //! Beside the hooks: `ctx` (a request's state, and what the logs make of it), `decide`
-//! (what `request_filter` decides) and `retry` (what the hooks do with what a try learned
+//! (what `request_filter` decides), `credential` (which dashboard token a request carries,
+//! and a new one after a refusal) and `retry` (what the hooks do with what a try learned
 //! about the managers, `upstream::failover`).
 
 mod cached;
+mod credential;
 mod ctx;
 mod decide;
 mod retry;
@@ -96,6 +99,7 @@ pub struct Gateway {
 impl ProxyHttp for Gateway {
     type CTX = RequestCtx;
 
+    /// A request's state, empty until `request_filter` admits it.
     fn new_ctx(&self) -> RequestCtx {
         RequestCtx::new()
     }
@@ -139,6 +143,8 @@ impl ProxyHttp for Gateway {
         Ok(true)
     }
 
+    /// The manager this try goes to (the active one not tried yet), and a place on it:
+    /// a request waits its turn there rather than pile onto a busy dashboard.
     async fn upstream_peer(
         &self,
         _session: &mut Session,
@@ -227,6 +233,8 @@ impl ProxyHttp for Gateway {
         }
     }
 
+    /// The dashboard's answer head made the gateway's: its addresses and cookies out, the
+    /// security headers in, the head captured when the answer is to be shared.
     async fn response_filter(
         &self,
         _session: &mut Session,
@@ -266,6 +274,8 @@ impl ProxyHttp for Gateway {
         Ok(None)
     }
 
+    /// The manager could not be reached: it is marked down and the request, which sent
+    /// nothing yet, tries the next one.
     fn fail_to_connect(
         &self,
         _session: &mut Session,
@@ -281,6 +291,8 @@ impl ProxyHttp for Gateway {
         e
     }
 
+    /// An error after the connection was made: `attempt` decides whether the request is
+    /// tried again (nothing the dashboard may have acted on is sent twice) or answered.
     fn error_while_proxy(
         &self,
         peer: &HttpPeer,
@@ -306,6 +318,8 @@ impl ProxyHttp for Gateway {
         e
     }
 
+    /// The request failed for good: the answer in the dashboard's JSON shape, and the
+    /// connection closed.
     async fn fail_to_proxy(
         &self,
         session: &mut Session,

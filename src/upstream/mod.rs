@@ -111,6 +111,27 @@ pub enum UpstreamError {
 }
 
 /// The backends, how to connect to them, and which one serves.
+/// What the request path knows of the active manager: which table and roles apply, or
+/// why none can (503).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActiveRelease {
+    /// No manager is active.
+    NoneActive,
+    /// One is; its release is not learned yet.
+    Unknown,
+    /// One is, running this release.
+    Known(CephRelease),
+}
+
+impl ActiveRelease {
+    pub fn release(self) -> Option<CephRelease> {
+        match self {
+            ActiveRelease::Known(release) => Some(release),
+            ActiveRelease::NoneActive | ActiveRelease::Unknown => None,
+        }
+    }
+}
+
 pub struct Upstreams {
     /// Replaced whole when a reload changes `upstream.servers`.
     backends: ArcSwap<Vec<Arc<Backend>>>,
@@ -281,14 +302,16 @@ impl Upstreams {
         self.pick(Tried::default())
     }
 
-    /// The active manager's release, `None` until learned; the outer `None`: no manager is
-    /// active. (One look at the backends, holding none: asked on every forwarded request.)
-    pub fn active_release(&self) -> Option<Option<CephRelease>> {
-        self.backends
-            .load()
-            .iter()
-            .find(|b| b.state() == BackendState::Active)
-            .map(|b| b.release())
+    /// What is known of the active manager's release. (One look at the backends, holding
+    /// none: asked on every forwarded request.)
+    pub fn active_release(&self) -> ActiveRelease {
+        let backends = self.backends.load();
+        match backends.iter().find(|b| b.state() == BackendState::Active) {
+            None => ActiveRelease::NoneActive,
+            Some(active) => active
+                .release()
+                .map_or(ActiveRelease::Unknown, ActiveRelease::Known),
+        }
     }
 
     /// The release the managers are known to run: the active manager's once learned; with
@@ -298,8 +321,10 @@ impl Upstreams {
     /// nothing learned yet (a fresh process, a manager that will not say) or backends last
     /// seen on different releases.
     pub fn release_known(&self) -> Option<CephRelease> {
-        if let Some(active) = self.active_release() {
-            return active;
+        match self.active_release() {
+            ActiveRelease::Known(release) => return Some(release),
+            ActiveRelease::Unknown => return None,
+            ActiveRelease::NoneActive => {}
         }
         let backends = self.backends.load();
         let mut releases = backends.iter().filter_map(|b| b.release());
@@ -528,14 +553,14 @@ mod tests {
     fn the_active_release_is_the_active_backends_as_active_picks_it() {
         let upstreams = Upstreams::for_tests(2);
         let [standby, active] = [0, 1].map(|i| Arc::clone(&upstreams.backends()[i]));
-        assert_eq!(upstreams.active_release(), None);
+        assert_eq!(upstreams.active_release(), ActiveRelease::NoneActive);
         standby.set_state(BackendState::Standby);
         standby.set_release(CephRelease::parse("18.2"));
         active.set_state(BackendState::Active);
-        assert_eq!(upstreams.active_release(), Some(None));
+        assert_eq!(upstreams.active_release(), ActiveRelease::Unknown);
         active.set_release(CephRelease::parse("20.2"));
-        let picked = upstreams.active().map(|b| b.release());
-        assert_eq!(upstreams.active_release(), picked);
-        assert_eq!(picked, Some(CephRelease::parse("20.2")));
+        let picked = upstreams.active().and_then(|b| b.release()).unwrap();
+        assert_eq!(upstreams.active_release(), ActiveRelease::Known(picked));
+        assert_eq!(Some(picked), CephRelease::parse("20.2"));
     }
 }
