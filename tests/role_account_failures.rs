@@ -22,8 +22,11 @@ use serde_json::{json, Value};
 /// The deployment key of this file's gateways.
 const KEY: &str = "role-account-failures-test-key-0123456789";
 
+/// A role's permissions: scope, and what it may do there.
+type Scopes = &'static [(&'static str, &'static [&'static str])];
+
 /// The roles file's roles: name and permissions, as the dashboard lists them.
-const CUSTOM_ROLES: [(&str, &[(&str, &[&str])]); 3] = [
+const CUSTOM_ROLES: [(&str, Scopes); 3] = [
     ("pool-reader", &[("pool", &["read"])]),
     ("osd-auditor", &[("osd", &["read"]), ("monitor", &["read"])]),
     ("policy-test", &[("hosts", &["read"])]),
