@@ -228,7 +228,7 @@ impl From<IdentityError> for GatewayError {
                 detail: format!("The gateway already acts for {max} distinct sets of roles on the dashboard (upstream.max_role_accounts): raise it, or give users fewer distinct combinations of roles."),
             },
             IdentityError::Refused { action, name, status, detail } => GatewayError::BadGateway {
-                detail: format!("The dashboard refused to {action} {name}, which the gateway acts as for these roles (status {status}: {detail}). The gateway's service account needs the user scope (create, read, update) on a cluster that is not read-only."),
+                detail: format!("The dashboard refused to {action} {name}, which the gateway acts as for these roles (status {status}: {detail}). {}", refusal_remedy(status)),
             },
             IdentityError::LoginStillRefused(name) => GatewayError::BadGateway {
                 detail: format!("The dashboard refuses the login of {name}, which the gateway acts as for these roles, although the gateway has just set its password: check the dashboard's password policy and expiry."),
@@ -239,6 +239,18 @@ impl From<IdentityError> for GatewayError {
             IdentityError::Client(_) | IdentityError::BadReply(_) => GatewayError::unreachable_backend(),
             IdentityError::Uses(e) => e.into(),
         }
+    }
+}
+
+/// What the operator does about the dashboard refusing to make or set a managed account or
+/// role, by the status it refused with: its permission check (403), its checks of what was
+/// sent (400: the password policy, as the role and account themselves are the gateway's),
+/// or a failure to save (a cluster that cannot write).
+fn refusal_remedy(status: u16) -> &'static str {
+    match status {
+        401 | 403 => "The gateway's service account needs the user scope (create, read, update).",
+        400 => "The dashboard's password policy must allow the gateway's passwords (32 characters of upper- and lower-case letters, digits and special characters, no word): check ceph dashboard get-pwd-policy-min-length (at most 32) and get-pwd-policy-min-complexity (at most 56), or turn the policy off with ceph dashboard set-pwd-policy-enabled false.",
+        _ => "The dashboard could not save it: check that the cluster accepts writes (monitors in quorum, not full) and the manager's log.",
     }
 }
 
@@ -412,5 +424,28 @@ mod tests {
         let answer = GatewayError::from(ConnectionHeaderError::TooManyOptions);
         assert_eq!(answer.status(), 400);
         assert!(answer.to_string().contains("more than"), "{answer}");
+    }
+
+    #[test]
+    fn a_refused_account_says_what_to_do_about_the_refusal_the_dashboard_gave() {
+        let refused = |status| {
+            GatewayError::from(IdentityError::Refused {
+                action: "create the account",
+                name: "cg-0123456789abcdef".into(),
+                status,
+                detail: "the dashboard's words".into(),
+            })
+        };
+        for (status, remedy) in [
+            (403, "needs the user scope"),
+            (400, "ceph dashboard get-pwd-policy-min-length"),
+            (500, "accepts writes"),
+        ] {
+            let answer = refused(status);
+            assert_eq!(answer.status(), 502);
+            let detail = answer.to_string();
+            assert!(detail.contains("the dashboard's words"), "{detail}");
+            assert!(detail.contains(remedy), "{status}: {detail}");
+        }
     }
 }
