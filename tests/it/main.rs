@@ -40,6 +40,7 @@ mod places;
 mod redis_failover;
 mod releases;
 mod reload;
+mod role_account_failures;
 mod role_accounts;
 mod scope_table;
 mod secrets_in_logs;

@@ -9,14 +9,11 @@
 //! One test runs both cases one after the other on one dashboard: each start of a dashboard
 //! with a standby costs the suite tens of seconds, and the cases need nothing the other
 //! leaves out of place (the policy is set back before the failover).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 /// The deployment key of this file's gateways.
