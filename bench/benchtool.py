@@ -184,7 +184,7 @@ def h2load_summary(text):
         (_t, _s, r["done"], r["succeeded"], r["failed"], r["errored"], r["timeout"]) = map(int, m.groups())
     m = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
     if m:
-        r["status"] = dict(zip(["2xx", "3xx", "4xx", "5xx"], map(int, m.groups())))
+        r["status"] = dict(zip(["2xx", "3xx", "4xx", "5xx"], map(int, m.groups()), strict=True))
     # what a TLS run negotiated (h2load prints it for the first connection)
     tls = {k: v.strip() for k, v in re.findall(r"^(TLS Protocol|Cipher|Server Temp Key): (.+)$", text, re.M)}
     if tls:
@@ -423,13 +423,13 @@ def cmd_connsnap(path, nginx_status_port, haproxy_socket):
             data = b""
             while chunk := sock.recv(65536):
                 data += chunk
-        info = dict(l.split(": ", 1) for l in data.decode().splitlines() if ": " in l)
+        info = dict(line.split(": ", 1) for line in data.decode().splitlines() if ": " in line)
         snap["haproxy_tls_connections"] = int(info["CumSslConns"])
         snap["haproxy_tls_rate"] = int(info["SslRate"])
         snap["haproxy_full_handshake_rate"] = int(info["SslFrontendKeyRate"])
     except (OSError, KeyError, ValueError):
         pass
-    lines = [l.split() for l in open("/proc/net/snmp") if l.startswith("Tcp:")]
+    lines = [line.split() for line in open("/proc/net/snmp") if line.startswith("Tcp:")]
     if len(lines) == 2:
         snap["tcp_passive_opens"] = int(lines[1][lines[0].index("PassiveOpens")])
     with open(path, "w") as f:
@@ -457,7 +457,7 @@ def cmd_record(runs, *kvs):
         if h.get("tls"):
             row["tls"] = h["tls"]
     if "curl_codes" in a:
-        codes = [l.strip() for l in open(a["curl_codes"], errors="replace") if re.fullmatch(r"\d{3}\s*", l)]
+        codes = [line.strip() for line in open(a["curl_codes"], errors="replace") if re.fullmatch(r"\d{3}\s*", line)]
         row.update({"tool": "curl", "requests": len(codes), "non_2xx": sum(not c.startswith("2") for c in codes),
                     "rps": round(len(codes) / secs, 1) if secs else None})
     if "log" in a:
@@ -498,7 +498,7 @@ def cmd_record(runs, *kvs):
 
 def cmd_annotate_flood(runs, flood_out):
     """Adds the login flood's own figures to the last record (the run it overlapped)."""
-    lines = [l for l in open(runs).read().split("\n") if l.strip()]
+    lines = [line for line in open(runs).read().split("\n") if line.strip()]
     last = json.loads(lines[-1])
     h = h2load_summary(open(flood_out, encoding="utf-8", errors="replace").read())
     last["logins_rps"] = h["rps"]
@@ -737,7 +737,7 @@ def cmd_report(workdir, resdir, stamp):
     extra["correctness"] = load_jsonl(os.path.join(workdir, "checks.jsonl"))
     errs = os.path.join(workdir, "errors.txt")
     if os.path.exists(errs):
-        extra.setdefault("errors", []).extend(l.strip() for l in open(errs) if l.strip())
+        extra.setdefault("errors", []).extend(line.strip() for line in open(errs) if line.strip())
 
     rps, rps_rounds, sat_detail, cpu_req, cpu_req_backend = wrk_phase(runs, "saturation", CONTENDERS)
     hs_rps, hs_rounds, hs_detail, hs_cpu, _ = wrk_phase(runs, "handshake", TLS)

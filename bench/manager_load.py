@@ -36,7 +36,6 @@ import shutil
 import signal
 import ssl
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile

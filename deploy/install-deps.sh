@@ -4,7 +4,8 @@
 #   deploy/install-deps.sh            build dependencies (cmake, a C compiler)
 #   deploy/install-deps.sh --fast     also what the fast tier of the tests uses (tests/run.sh
 #                                     --fast: Redis and Sentinel for the state stores' unit
-#                                     tests, patch and Python for the repository's checks)
+#                                     tests, patch and Python for the repository's checks,
+#                                     ShellCheck, and ruff in .lint-venv/)
 #   deploy/install-deps.sh --test     also what the test suite uses (the real Ceph
 #                                     dashboard's packages are installed by
 #                                     deploy/ceph-dev/start-dashboard.sh; the OSD's and the
@@ -21,11 +22,16 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 
 testing=false
 want=(cmake gcc make)
+linting=false
+fast=(redis-server redis-sentinel patch python3 python3-venv shellcheck)
 if [[ "${1:-}" == "--fast" ]]; then
-  want+=(redis-server redis-sentinel patch python3)
+  linting=true
+  want+=("${fast[@]}")
 fi
 if [[ "${1:-}" == "--test" ]]; then
   testing=true
+  linting=true
+  want+=(shellcheck)
   # curl for the dashboard harness; Chromium and Node for the browser tests; Redis and
   # HAProxy for the tests of several gateways, Redis Sentinel for their failover;
   # Prometheus (and its promtool) for the deploy kit's scrape config, alert rules and their
@@ -123,6 +129,24 @@ install_oidc_provider() {
 if ((${#missing[@]} > 0)); then
   install_packages
 fi
+# ruff, pinned, in a venv of its own (the fast tier needs none of the test tools).
+install_lint_venv() {
+  local venv=$repo/.lint-venv pins=$repo/deploy/tools/lint-requirements.txt stamp
+  stamp="$(sha256sum <"$pins" | cut -d' ' -f1) $(/usr/bin/python3 --version)"
+  if [[ -x "$venv/bin/ruff" && "$(cat "$venv/.installed" 2>/dev/null)" == "$stamp" ]]; then
+    return
+  fi
+  echo "install-deps: installing ruff into $venv" >&2
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$pins"
+  printf '%s\n' "$stamp" >"$venv/.installed"
+}
+
+if $linting; then
+  install_lint_venv
+fi
+
 # Ceph 18.2 (trixie) and 20.2 (forky) for the tests that run against every release: each
 # root is built once into /var/cache/clustergate-ceph-dev and reused (needs root), and
 # ceph-osd and radosgw are added to it once (a root built before has them installed).

@@ -21,6 +21,10 @@ fast_tier() {
   deploy/tools/check-vendored.sh
   deploy/tools/vendor-patches.sh --check
   deploy/tools/check-imports.py
+  # The shell scripts, as git names them (none has a space in its name).
+  # shellcheck disable=SC2046
+  shellcheck $(git ls-files '*.sh' .ci/run)
+  .lint-venv/bin/ruff check deploy bench tests
   # The shipped configuration must validate (with a stand-in service account password).
   local conf_copy
   conf_copy=$(mktemp -d)
@@ -57,6 +61,7 @@ trap cleanup EXIT
 declare -A release_data=([18.2]="" [20.2]=--data)
 for release in 18.2 20.2; do
   release_dirs[$release]=$(mktemp -d "/tmp/clustergate-test-ceph-$release.XXXXXX")
+  # shellcheck disable=SC2086  # unquoted: empty for a cluster without data, no argument
   deploy/ceph-dev/start-dashboard.sh --release "$release" ${release_data[$release]} "${release_dirs[$release]}" \
     >"${release_dirs[$release]}.log" 2>&1 &
   release_jobs[$release]=$!

@@ -60,6 +60,7 @@ release_suite() {  # RELEASE -> Debian suite that packages it
 
 host_mirror() {  # the URI the host's apt uses for its own "<codename>/main"
   local codename
+  # shellcheck source=/dev/null  # the host's, read for its codename only
   codename=$(. /etc/os-release && printf '%s' "${VERSION_CODENAME:-}")
   apt-cache policy 2>/dev/null |
     awk -v s="$codename/main" '$2 ~ /^https?:\/\// && $3 == s { print $2; exit }'
@@ -81,10 +82,12 @@ bcrypt_fix() {
   log "python3-bcrypt $version is PyO3 (refuses ceph-mgr's sub-interpreters): installing bookworm's 3.2.2"
   echo "deb $mirror bookworm main" >"$ROOT/etc/apt/sources.list.d/bookworm-bcrypt.list"
   printf 'Package: *\nPin: release n=bookworm\nPin-Priority: 100\n' >"$ROOT/etc/apt/preferences.d/bookworm-bcrypt"
-  in_root apt-get update >>"$BUILD_LOG" 2>&1
-  in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-    --allow-downgrades python3-bcrypt/bookworm >>"$BUILD_LOG" 2>&1
-  in_root apt-mark hold python3-bcrypt >>"$BUILD_LOG" 2>&1
+  {
+    in_root apt-get update
+    in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      --allow-downgrades python3-bcrypt/bookworm
+    in_root apt-mark hold python3-bcrypt
+  } >>"$BUILD_LOG" 2>&1
   version=$(in_root python3 -c 'import bcrypt; print(bcrypt.__version__)' 2>/dev/null || echo 0)
   [ "${version%%.*}" -lt 4 ] || die 1 "python3-bcrypt in the $SUITE root is still $version"
 }
@@ -185,8 +188,9 @@ add_data() {
     chroot "$root" apt-get clean
   ' release-root "$ROOT" "${DATA_PACKAGES[@]}" >>"$BUILD_LOG" 2>&1 ||
     { tail -20 "$BUILD_LOG" >&2; die 1 "installing ${DATA_PACKAGES[*]} in the $SUITE root failed"; }
-  [ -x "$ROOT/usr/bin/ceph-osd" ] && [ -x "$ROOT/usr/bin/radosgw" ] ||
+  if [ ! -x "$ROOT/usr/bin/ceph-osd" ] || [ ! -x "$ROOT/usr/bin/radosgw" ]; then
     die 1 "the $SUITE root has no ceph-osd or radosgw after installing them"
+  fi
   printf 'packages: %s\n' "${DATA_PACKAGES[*]}" >"$ROOT/.clustergate-data"
   log "${DATA_PACKAGES[*]} installed in the Ceph $RELEASE root after $((SECONDS - t0)) s"
 }

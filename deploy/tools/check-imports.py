@@ -82,6 +82,11 @@ def cycle(graph):
     return None
 
 
+def top(module):
+    """The top-level module of `module` (a path of names); the crate root's files are `lib`."""
+    return module[0] if module else "lib"
+
+
 def main():
     files = module_files()
     texts = {}
@@ -92,7 +97,6 @@ def main():
     for module in files:
         deps = {resolve(t, files) for t in targets(texts[module])} - {None, module}
         file_graph[module] = deps
-    top = lambda m: m[0] if m else "lib"
     top_graph = {}
     for module, deps in file_graph.items():
         top_graph.setdefault(top(module), set()).update(
