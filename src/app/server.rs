@@ -38,7 +38,7 @@ use crate::edge::respond::WriteBounds;
 use crate::errors::GatewayError;
 use crate::observe::access_log::AccessLog;
 use crate::observe::audit::{Audit, AuditError};
-use crate::observe::logs::LogHandles;
+use crate::observe::logs::{LogHandles, LogWriter};
 use crate::observe::metrics::Metrics;
 use crate::oidc::fetch::HttpFetch;
 use crate::oidc::{KeyRefresher, Provider};
@@ -47,10 +47,11 @@ use crate::readiness::{DrainThenStop, Readiness};
 use crate::secrets::{self, SecretError};
 use crate::state::{StateError, Stores};
 use crate::tls::{self, ServingCert, TlsError};
+use crate::tokens::TokenService;
 use crate::upstream::credentials::{AccountStores, ServiceAccount};
 use crate::upstream::health::{HealthChecker, ReleaseLearned};
 use crate::upstream::{UpstreamError, Upstreams};
-use crate::users::PasswordChecker;
+use crate::users::{PasswordChecker, UserDb};
 use crate::versioning::ApiVersion;
 
 #[derive(Debug, thiserror::Error)]
@@ -126,105 +127,308 @@ fn build(
     logs: LogHandles,
 ) -> Result<(Server, DrainThenStop, Listening), StartError> {
     let running = config.clone();
-    let identity = config.identity();
     secrets::ensure_private_dir(&config.server.state_dir).map_err(StartError::StateDir)?;
     let reloadable = Reloadable::build(&config, &config)?;
-    let Config {
-        source: _,
-        server: server_config,
-        metrics: metrics_config,
-        api,
-        auth: auth_config,
-        users: _,
-        upstream,
-        oidc,
-        access: _,
-        state,
-        log,
-        answer_cache,
-    } = config;
-    let state_dir = &server_config.state_dir;
-    let certificate = certificate(&server_config.tls, state_dir)?;
+    let certificate = certificate(&config.server.tls, &config.server.state_dir)?;
+    let mut parts = Parts::build(&config, reloadable, certificate.as_ref())?;
+    let (mut server, listening) = open_server(start, &config)?;
+    let certificate = certificate.map(ServingCert::new);
+    let served_certificate = match config.server.tls {
+        TlsMode::Files { .. } => certificate.clone(),
+        _ => None,
+    };
+    let reloader = parts.reloader(running, served_certificate, &logs);
+    let gateway = parts.gateway(&config, &logs);
+    let service = proxy_service(
+        &server,
+        gateway,
+        listening.server,
+        &config.server,
+        certificate,
+    )?;
+    server.add_service(service);
+    server.add_service(admin_service(parts.admin(logs.writer), listening.metrics));
+    let shutdown = DrainThenStop {
+        readiness: parts.readiness.clone(),
+        drain: config.server.drain,
+    };
+    parts.add_background_services(&mut server, reloader);
+    Ok((server, shutdown, listening))
+}
 
-    let audit = Arc::new(Audit::open(log.audit_file.as_deref())?);
+/// What the services of the process share, built once from the configuration.
+struct Parts {
+    metrics: Arc<Metrics>,
+    audit: Arc<Audit>,
+    stores: Stores,
+    provider: Option<Arc<Provider>>,
+    dashboards: Option<Dashboards>,
+    auth: Arc<Auth>,
+    admission: Arc<ArcSwap<Admission>>,
+    upstreams: Arc<Upstreams>,
+    readiness: Arc<Readiness>,
+    tls_on: bool,
+}
+
+impl Parts {
+    fn build(
+        config: &Config,
+        reloadable: Reloadable,
+        certificate: Option<&Arc<CertifiedKey>>,
+    ) -> Result<Parts, StartError> {
+        let identity = config.identity();
+        let (audit, metrics) = observability(config, certificate)?;
+        let state = config.state.clone();
+        let stores = (state.build(&config.server.state_dir)).map_err(StartError::State)?;
+        let provider = single_sign_on(config, &metrics);
+        let dashboards = configured_dashboards(config, &stores, &metrics)?;
+        let tls_on = certificate.is_some();
+        let logins = (reloadable.users, reloadable.tokens);
+        let auth = auth(
+            config,
+            logins,
+            &stores,
+            &metrics,
+            dashboards.as_ref(),
+            &provider,
+            tls_on,
+        );
+        let tables = reloadable.tables;
+        let account_name = dashboards.as_ref().map(|d| d.account_name.clone());
+        let admission = Arc::new(ArcSwap::from_pointee(Admission::new(
+            tables,
+            auth.clone(),
+            config.api.vendor.clone(),
+            account_name.as_deref(),
+            identity == UpstreamIdentity::Roles,
+        )));
+        let upstreams = (dashboards.as_ref())
+            .map_or_else(|| Arc::new(Upstreams::none()), |d| d.upstreams.clone());
+        let readiness = Arc::new(Readiness::new(
+            upstreams.clone(),
+            stores.health.clone(),
+            provider.clone(),
+        ));
+        Ok(Parts {
+            metrics,
+            audit,
+            stores,
+            provider,
+            dashboards,
+            auth,
+            admission,
+            upstreams,
+            readiness,
+            tls_on,
+        })
+    }
+
+    fn account_name(&self) -> Option<String> {
+        self.dashboards.as_ref().map(|d| d.account_name.clone())
+    }
+
+    fn service_account(&self) -> Option<Arc<ServiceAccount>> {
+        self.dashboards.as_ref().map(|d| d.account.clone())
+    }
+
+    /// What a SIGHUP reload replaces, given the configuration the process started with.
+    fn reloader(
+        &self,
+        running: Config,
+        certificate: Option<Arc<ServingCert>>,
+        logs: &LogHandles,
+    ) -> Reloader {
+        let live = Live {
+            auth: self.auth.clone(),
+            admission: self.admission.clone(),
+            upstreams: self.upstreams.clone(),
+            certificate,
+            audit: self.audit.clone(),
+            log_level: logs.level.clone(),
+            account: self.service_account(),
+        };
+        Reloader::new(live, self.metrics.clone(), running, self.account_name())
+    }
+
+    /// The request path's application (it takes the API description: one reader of it).
+    fn gateway(&mut self, config: &Config, logs: &LogHandles) -> Gateway {
+        let server = &config.server;
+        Gateway {
+            auth: self.auth.clone(),
+            admission: self.admission.clone(),
+            upstreams: self.upstreams.clone(),
+            account: self.service_account(),
+            identity: self.dashboards.as_ref().and_then(|d| d.identity.clone()),
+            docs: self.dashboards.as_mut().and_then(|d| d.docs.take()),
+            metrics: self.metrics.clone(),
+            readiness: self.readiness.clone(),
+            tls: self.tls_on,
+            trusted_proxies: server.trusted_proxies.clone(),
+            access_log: AccessLog::new(config.log.format, logs.writer.clone(), logs.ansi),
+            audit: self.audit.clone(),
+            body_timeout: server.clients.body_timeout,
+            body_budget: request_body_budget(server, self.upstreams.max_body_bytes, &self.metrics),
+            write_bounds: WriteBounds {
+                timeout: server.clients.write_timeout,
+                min_rate: server.clients.min_send_rate,
+            },
+            answer_cache: AnswerCache::new(
+                config.answer_cache.clone(),
+                self.metrics.answer_cache.clone(),
+            ),
+        }
+    }
+
+    /// The admin listener's application, writing its log lines' drops to `log_writer`.
+    fn admin(&self, log_writer: LogWriter) -> AdminApp {
+        AdminApp {
+            metrics: self.metrics.clone(),
+            admission: self.admission.clone(),
+            upstreams: self.upstreams.clone(),
+            readiness: self.readiness.clone(),
+            stores: self.stores.clone(),
+            log_writer,
+            audit: self.audit.clone(),
+        }
+    }
+
+    /// The health checks, the reload, the provider's keys, the self-upgrade and the
+    /// revocation feed, each as a pingora background service.
+    fn add_background_services(self, server: &mut Server, reloader: Reloader) {
+        if let Some(d) = &self.dashboards {
+            let health = HealthChecker {
+                upstreams: d.upstreams.clone(),
+                account: d.account.clone(),
+                interval: d.health_interval,
+                release_learned: release_learned(self.admission.clone()),
+            };
+            server.add_service(background_service("dashboard health checks", health));
+        }
+        server.add_service(background_service("configuration reload", reloader));
+        if let Some(provider) = self.provider {
+            let refresher = KeyRefresher { provider };
+            server.add_service(background_service("identity provider keys", refresher));
+        }
+        match Invocation::current() {
+            Some(invocation) => {
+                let upgrade = SelfUpgrade { invocation };
+                server.add_service(background_service("self-upgrade", upgrade));
+            }
+            None => tracing::warn!("cannot find this binary's path: SIGUSR2 self-upgrade is off"),
+        }
+        if let Some(feed) = self.stores.feed {
+            server.add_service(background_service("revocation feed", feed));
+        }
+    }
+}
+
+/// The identity provider of `[oidc]`, if any.
+fn single_sign_on(config: &Config, metrics: &Arc<Metrics>) -> Option<Arc<Provider>> {
+    let oidc = config.oidc.as_ref()?;
+    if config.identity() == UpstreamIdentity::User {
+        tracing::warn!("upstream.identity = \"user\": single sign-on users have no dashboard password, so the dashboards see the service account on their requests (README, Single sign-on)");
+    }
+    let public_url = config.server.public_url.as_deref().unwrap_or_default();
+    Some(sso_provider(oidc, public_url, metrics))
+}
+
+/// The dashboards of `[upstream]`, if any.
+fn configured_dashboards(
+    config: &Config,
+    stores: &Stores,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Dashboards>, StartError> {
+    let Some(upstream) = config.upstream.clone() else {
+        tracing::warn!("no [upstream] configured: only the auth endpoints are served");
+        return Ok(None);
+    };
+    let dashboards = dashboards(
+        upstream,
+        &config.server.public_url,
+        &config.api.vendor,
+        stores,
+        metrics,
+        config.identity(),
+        &config.server.state_dir,
+    )?;
+    Ok(Some(dashboards))
+}
+
+/// The audit log and the metrics (the TLS certificate's expiry among them).
+fn observability(
+    config: &Config,
+    certificate: Option<&Arc<CertifiedKey>>,
+) -> Result<(Arc<Audit>, Arc<Metrics>), StartError> {
+    let audit = Arc::new(Audit::open(config.log.audit_file.as_deref())?);
     let metrics = Metrics::new(prometheus::default_registry())?;
-    if let Some(certified) = &certificate {
+    if let Some(certified) = certificate {
         metrics
             .deployment
             .tls_cert_expiry(tls::not_after(certified)?);
     }
-    let tls_on = certificate.is_some();
-    let stores = state.build(state_dir).map_err(StartError::State)?;
-    let public_url = server_config.public_url.as_deref().unwrap_or_default();
-    let provider = oidc
-        .as_ref()
-        .map(|config| sso_provider(config, public_url, &metrics));
-    if provider.is_some() && identity == UpstreamIdentity::User {
-        tracing::warn!("upstream.identity = \"user\": single sign-on users have no dashboard password, so the dashboards see the service account on their requests (README, Single sign-on)");
-    }
-    let dashboards = match upstream {
-        Some(upstream) => Some(dashboards(
-            upstream,
-            &server_config.public_url,
-            &api.vendor,
-            &stores,
-            &metrics,
-            identity,
-            state_dir,
-        )?),
-        None => {
-            tracing::warn!("no [upstream] configured: only the auth endpoints are served");
-            None
-        }
-    };
-    let auth = Arc::new(Auth {
-        users: ArcSwap::from_pointee(reloadable.users),
-        tokens: ArcSwap::from_pointee(reloadable.tokens),
+    Ok((audit, metrics))
+}
+
+/// Logins, token checks and logouts: the users and the token service a reload replaces
+/// (`logins`), and the policy around them.
+fn auth(
+    config: &Config,
+    logins: (UserDb, TokenService),
+    stores: &Stores,
+    metrics: &Arc<Metrics>,
+    dashboards: Option<&Dashboards>,
+    provider: &Option<Arc<Provider>>,
+    tls_on: bool,
+) -> Arc<Auth> {
+    let identity = config.identity();
+    let (users, tokens) = logins;
+    Arc::new(Auth {
+        users: ArcSwap::from_pointee(users),
+        tokens: ArcSwap::from_pointee(tokens),
         stores: stores.clone(),
         passwords: PasswordChecker::new(
-            auth_config.max_concurrent_hashes,
-            auth_config.max_queued_logins,
+            config.auth.max_concurrent_hashes,
+            config.auth.max_queued_logins,
         ),
-        lockout: auth_config.lockout,
-        failed_logins_per_client: auth_config.failed_logins_per_client,
+        lockout: config.auth.lockout,
+        failed_logins_per_client: config.auth.failed_logins_per_client,
         metrics: metrics.clone(),
-        vendor: api.vendor.clone(),
+        vendor: config.api.vendor.clone(),
         tls: tls_on,
-        source: auth_config.source,
-        dashboard: match (&dashboards, identity) {
-            (Some(d), UpstreamIdentity::User) => Some(Arc::new(DashboardAccounts::new(
-                d.upstreams.clone(),
-                ApiVersion::V1_0.media_type(&api.vendor),
-                stores.user_sessions.clone(),
-                d.account_name.clone(),
-            ))),
-            _ => None,
-        },
+        source: config.auth.source,
+        dashboard: users_own_accounts(dashboards, identity, &config.api.vendor, stores),
         refusal_floor: RefusalFloor::default(),
         oidc: provider.clone(),
-    });
-    let account_name = dashboards.as_ref().map(|d| d.account_name.clone());
-    let admission = Arc::new(ArcSwap::from_pointee(Admission::new(
-        reloadable.tables,
-        auth.clone(),
-        api.vendor.clone(),
-        account_name.as_deref(),
-        identity == UpstreamIdentity::Roles,
-    )));
-    let upstreams = dashboards
-        .as_ref()
-        .map_or_else(|| Arc::new(Upstreams::none()), |d| d.upstreams.clone());
-    let readiness = Arc::new(Readiness::new(
-        upstreams.clone(),
-        stores.health.clone(),
-        provider.clone(),
-    ));
+    })
+}
 
+/// With `upstream.identity = "user"`: the users' own dashboard accounts, logged in as
+/// they log in to the gateway.
+fn users_own_accounts(
+    dashboards: Option<&Dashboards>,
+    identity: UpstreamIdentity,
+    vendor: &str,
+    stores: &Stores,
+) -> Option<Arc<DashboardAccounts>> {
+    match (dashboards, identity) {
+        (Some(d), UpstreamIdentity::User) => Some(Arc::new(DashboardAccounts::new(
+            d.upstreams.clone(),
+            ApiVersion::V1_0.media_type(vendor),
+            stores.user_sessions.clone(),
+            d.account_name.clone(),
+        ))),
+        _ => None,
+    }
+}
+
+/// The pingora server, bootstrapped (with `start.upgrade`, holding the running gateway's
+/// sockets), and its listeners opened.
+fn open_server(start: Start, config: &Config) -> Result<(Server, Listening), StartError> {
     let options = Opt {
         upgrade: start.upgrade,
         ..Opt::default()
     };
-    let mut server = Server::new_with_opt_and_conf(Some(options), server_conf(&server_config));
+    let mut server = Server::new_with_opt_and_conf(Some(options), server_conf(&config.server));
     // With `upgrade`: waits (up to 5 s) for the running gateway's listening sockets.
     server.bootstrap();
     // After the bootstrap, which on an upgrade puts the received sockets in the table.
@@ -233,99 +437,13 @@ fn build(
     let listening = Listening::open(
         &ListenTable::of(&server),
         Listening {
-            server: server_config.listen,
-            metrics: metrics_config.listen,
+            server: config.server.listen,
+            metrics: config.metrics.listen,
         },
-        state_dir,
+        &config.server.state_dir,
         start.upgrade,
     )?;
-    let health = dashboards.as_ref().map(|d| HealthChecker {
-        upstreams: d.upstreams.clone(),
-        account: d.account.clone(),
-        interval: d.health_interval,
-        release_learned: release_learned(admission.clone()),
-    });
-    let (account, identity, docs) = match dashboards {
-        Some(d) => (Some(d.account), d.identity, Some(d.docs)),
-        None => (None, None, None),
-    };
-    let certificate = certificate.map(ServingCert::new);
-    let live = Live {
-        auth: auth.clone(),
-        admission: admission.clone(),
-        upstreams: upstreams.clone(),
-        certificate: match server_config.tls {
-            TlsMode::Files { .. } => certificate.clone(),
-            _ => None,
-        },
-        audit: audit.clone(),
-        log_level: logs.level,
-        account: account.clone(),
-    };
-    let reloader = Reloader::new(live, metrics.clone(), running, account_name);
-    let gateway = Gateway {
-        auth,
-        admission: admission.clone(),
-        upstreams: upstreams.clone(),
-        account,
-        identity,
-        docs,
-        metrics: metrics.clone(),
-        readiness: readiness.clone(),
-        tls: tls_on,
-        trusted_proxies: server_config.trusted_proxies.clone(),
-        access_log: AccessLog::new(log.format, logs.writer.clone(), logs.ansi),
-        audit: audit.clone(),
-        body_timeout: server_config.clients.body_timeout,
-        body_budget: request_body_budget(&server_config, upstreams.max_body_bytes, &metrics),
-        write_bounds: WriteBounds {
-            timeout: server_config.clients.write_timeout,
-            min_rate: server_config.clients.min_send_rate,
-        },
-        answer_cache: AnswerCache::new(answer_cache, metrics.answer_cache.clone()),
-    };
-    server.add_service(proxy_service(
-        &server,
-        gateway,
-        listening.server,
-        &server_config,
-        certificate,
-    )?);
-    let admin = AdminApp {
-        metrics,
-        admission: admission.clone(),
-        upstreams,
-        readiness: readiness.clone(),
-        stores: stores.clone(),
-        log_writer: logs.writer,
-        audit,
-    };
-    server.add_service(admin_service(admin, listening.metrics));
-    if let Some(health) = health {
-        server.add_service(background_service("dashboard health checks", health));
-    }
-    server.add_service(background_service("configuration reload", reloader));
-    if let Some(provider) = provider {
-        let refresher = KeyRefresher { provider };
-        server.add_service(background_service("identity provider keys", refresher));
-    }
-    match Invocation::current() {
-        Some(invocation) => {
-            server.add_service(background_service(
-                "self-upgrade",
-                SelfUpgrade { invocation },
-            ));
-        }
-        None => tracing::warn!("cannot find this binary's path: SIGUSR2 self-upgrade is off"),
-    }
-    if let Some(feed) = stores.feed {
-        server.add_service(background_service("revocation feed", feed));
-    }
-    let shutdown = DrainThenStop {
-        readiness,
-        drain: server_config.drain,
-    };
-    Ok((server, shutdown, listening))
+    Ok((server, listening))
 }
 
 fn server_conf(server: &ServerConfig) -> ServerConf {
@@ -422,7 +540,8 @@ struct Dashboards {
     /// user's own session.
     identity: Option<Arc<dyn DashboardIdentity>>,
     account_name: String,
-    docs: Docs,
+    /// Until the gateway takes it.
+    docs: Option<Docs>,
     health_interval: std::time::Duration,
 }
 
@@ -453,7 +572,7 @@ fn dashboards(
         account,
         identity,
         account_name: upstream.username,
-        docs,
+        docs: Some(docs),
         health_interval: upstream.health_interval,
     })
 }
