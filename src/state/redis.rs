@@ -1813,6 +1813,7 @@ mod tests {
         contract::failed_logins(a.stores.failed_logins.as_ref()).await;
         contract::upstream_tokens(a.stores.upstream_tokens.as_ref()).await;
         contract::user_sessions(a.stores.user_sessions.as_ref()).await;
+        contract::account_use(a.stores.account_use.as_ref()).await;
         let b = gateway_with(acl_user()).await;
         let now = crate::state::unix_now();
         a.stores
