@@ -139,12 +139,8 @@ impl AdminApi<'_> {
 
     /// Every account on the dashboard.
     pub async fn accounts(&self) -> Result<Vec<ListedAccount>, IdentityError> {
-        let (status, body) = self.call("GET", "/api/user", None, MAX_LIST_REPLY).await?;
-        if status != 200 {
-            return Err(refused("list the accounts", "", status, &body));
-        }
-        let bad = || IdentityError::BadReply("GET /api/user");
-        let listed = body.as_array().ok_or_else(bad)?;
+        let bad = || IdentityError::BadReply("/api/user");
+        let listed = self.list("/api/user", "list the accounts").await?;
         listed
             .iter()
             .map(|account| {
@@ -158,16 +154,26 @@ impl AdminApi<'_> {
 
     /// The name of every role on the dashboard, the system roles' included.
     pub async fn role_names(&self) -> Result<Vec<String>, IdentityError> {
-        let (status, body) = self.call("GET", "/api/role", None, MAX_LIST_REPLY).await?;
-        if status != 200 {
-            return Err(refused("list the roles", "", status, &body));
-        }
-        let bad = || IdentityError::BadReply("GET /api/role");
-        let listed = body.as_array().ok_or_else(bad)?;
+        let bad = || IdentityError::BadReply("/api/role");
+        let listed = self.list("/api/role", "list the roles").await?;
         listed
             .iter()
             .map(|role| role["name"].as_str().map(str::to_string).ok_or_else(bad))
             .collect()
+    }
+
+    /// The JSON array `GET path` answers (a list of every account or role).
+    async fn list(
+        &self,
+        path: &'static str,
+        action: &'static str,
+    ) -> Result<Vec<Value>, IdentityError> {
+        let (status, body) = self.call("GET", path, None, MAX_LIST_REPLY).await?;
+        match (status, body) {
+            (200, Value::Array(listed)) => Ok(listed),
+            (200, _) => Err(IdentityError::BadReply(path)),
+            (status, body) => Err(refused(action, path, status, &body)),
+        }
     }
 
     /// Removes the account `name` (none by that name: nothing to do).

@@ -43,7 +43,7 @@ pub struct MirroredRole {
 }
 
 /// What `prune` removed (or, dry, would remove).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Pruned {
     pub accounts: Vec<String>,
     pub roles: Vec<String>,
