@@ -16,8 +16,8 @@ cd "$(dirname "$0")/.."
 
 # The fast tier.
 fast_tier() {
-  cargo fmt --check
-  cargo clippy --locked --all-targets -- -D warnings
+  cargo fmt --all --check
+  cargo clippy --locked --workspace --all-targets -- -D warnings
   deploy/tools/check-vendored.sh
   deploy/tools/vendor-patches.sh --check
   deploy/tools/check-imports.py

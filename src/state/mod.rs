@@ -394,5 +394,5 @@ impl StateConfig {
 
 #[cfg(test)]
 pub(crate) mod contract;
-#[cfg(test)]
-pub(crate) mod redis_server;
+#[cfg(feature = "test-support")]
+pub use self::redis::open_sealed;

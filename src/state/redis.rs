@@ -25,6 +25,9 @@ mod dashboard_attempts;
 mod failed_logins;
 mod sealed;
 mod used_tokens;
+
+#[cfg(feature = "test-support")]
+pub use sealed::open_sealed;
 mod user_sessions;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -1121,8 +1124,8 @@ mod tests {
 
     use super::*;
     use crate::client_addr::ClientNet;
-    use crate::state::redis_server::{self, RedisServer, SentinelServer};
     use crate::state::{contract, BucketRate, Take, UserSession};
+    use clustergate_test_support::redis_server::{self, RedisServer, SentinelServer};
 
     const COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
     const REPLICATION_TIMEOUT: Duration = Duration::from_millis(300);

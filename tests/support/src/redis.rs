@@ -1,15 +1,10 @@
 //! A real Redis for the tests of several gateways: the server the stores' own unit tests
-//! use (src/state/redis_server.rs), and the `[state]` lines that point a gateway at it as
+//! use (`redis_server`), and the `[state]` lines that point a gateway at it as
 //! the shipped ACL's user, with the test deployment's encryption key. Also a deployment as
 //! Redis Sentinel runs it (a primary, its replicas, sentinels watching it), and the lines
 //! that point a gateway at its sentinels.
 
-#[path = "../../../src/state/redis_server.rs"]
-mod redis_server;
-#[path = "../../../src/state/redis/sealed.rs"]
-mod sealed;
-
-pub use redis_server::{RedisServer, SentinelServer};
+use crate::redis_server::{self, RedisServer, SentinelServer};
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -196,11 +191,4 @@ impl Gateway {
         }
         gateway
     }
-}
-
-/// What a gateway of the test deployment sealed in the Redis key `key`.
-pub fn unsealed(key: &str, stored: &str) -> Option<String> {
-    let secret = redis_server::ENCRYPTION_SECRET.as_bytes();
-    let sealer = sealed::Sealer::new([(redis_server::ENCRYPTION_KID, secret)])?;
-    String::from_utf8(sealer.open(key, stored)?).ok()
 }

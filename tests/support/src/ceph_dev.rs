@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 const SHARED_LOCK_DEADLINE: Duration = Duration::from_secs(600);
 
 pub(super) fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(crate::REPO_ROOT)
 }
 
 pub(super) fn script(name: &str) -> PathBuf {

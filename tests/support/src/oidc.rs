@@ -39,7 +39,7 @@ pub struct OidcProvider {
 }
 
 fn provider_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oidc");
+    let dir = Path::new(crate::REPO_ROOT).join("tests/oidc");
     assert!(
         dir.join("node_modules/oidc-provider/package.json").exists(),
         "oidc-provider is not installed in {}: run deploy/install-deps.sh --test",

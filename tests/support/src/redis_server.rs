@@ -1,6 +1,6 @@
 //! A real `redis-server` for tests (Debian's package), on 127.0.0.1 and a free port, in its
 //! own folder, stopped by its pid. Shared by the unit tests of the Redis stores and by the
-//! integration tests (`tests/it/common/redis.rs` includes this file).
+//! integration tests (`redis` builds deployments of them).
 //!
 //! Its users: `default` (everything, for the tests' own reads) and the gateways' user as
 //! shipped in `deploy/redis/clustergate.acl`, with [`GATEWAY_PASSWORD`]. The folder also
@@ -17,10 +17,7 @@ use std::time::{Duration, Instant};
 const START_DEADLINE: Duration = Duration::from_secs(10);
 
 /// The Redis user the gateways use, as the README tells operators to create it.
-pub const GATEWAY_ACL: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/deploy/redis/clustergate.acl"
-));
+pub const GATEWAY_ACL: &str = include_str!(crate::repo_path!("deploy/redis/clustergate.acl"));
 pub const GATEWAY_USER: &str = "clustergate";
 pub const GATEWAY_PASSWORD: &str = "the-gateways-redis-password";
 /// The key prefix the shipped ACL allows (`state.redis.key_prefix`'s default).
@@ -55,7 +52,7 @@ impl RedisServer {
     }
 
     fn start_with(persistent: bool, replica_of: Option<u16>) -> RedisServer {
-        let port = super::super::test_ports::free_port();
+        let port = crate::free_port();
         let dir = tempfile::tempdir().expect("a temp dir for redis");
         let mut server = RedisServer {
             port,
@@ -178,7 +175,7 @@ impl SentinelServer {
             binary.exists(),
             "redis-sentinel is not installed: deploy/install-deps.sh --test installs it"
         );
-        let port = super::super::test_ports::free_port();
+        let port = crate::free_port();
         let dir = tempfile::tempdir().expect("a temp dir for redis-sentinel");
         // The sentinel rewrites its file: one of its own. Sentinels reach each other as
         // SENTINEL_USER; the data servers' `default` user needs no password.

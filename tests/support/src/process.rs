@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{client_builder, free_ports, metric_sum, try_raw_http, Gateway, BIN};
+use super::{bin, client_builder, free_ports, metric_sum, try_raw_http, Gateway};
 
 pub(super) const READY_DEADLINE: Duration = Duration::from_secs(30);
 const STOP_DEADLINE: Duration = Duration::from_secs(10);
@@ -155,7 +155,7 @@ impl RunningGateway {
             fs::File::create(self.dir.path().join(format!("stdout.{}.log", self.runs))).unwrap();
         let stderr =
             fs::File::create(self.dir.path().join(format!("stderr.{}.log", self.runs))).unwrap();
-        let mut command = Command::new(BIN);
+        let mut command = Command::new(bin());
         for key in &self.spec.env_removed {
             command.env_remove(key);
         }

@@ -1,12 +1,19 @@
-//! Shared by every integration test: the builder for a gateway run (`gateway`, `users`), the
-//! real `clustergate` process it starts (`process`), the requests tests send and the `Reply`
-//! they get (`requests`), JWT decoding and forging (`jwt`), the dashboard's response shapes as
-//! assertions (`expect`), the real Ceph dashboards forwarding tests run against (`dashboard`,
-//! started through `ceph_dev`; their accounts, custom roles and audit in
-//! `dashboard_accounts`), the requests and metrics of forwarding (`forwarding`), and a
-//! real Prometheus with the metric names PromQL reads (`prometheus_server`, `promql`), and
-//! the scope probe comparing the gateway's 403s with the dashboard's (`scope_probe`).
-#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
+//! What the integration tests (`tests/it/`) and the state stores' unit tests share: the
+//! builder for a gateway run (`gateway`, `users`), the real `clustergate` process it starts
+//! (`process`), the requests tests send and the `Reply` they get (`requests`), JWT decoding
+//! and forging (`jwt`), the dashboard's response shapes as assertions (`expect`), the real
+//! Ceph dashboards forwarding tests run against (`dashboard`, started through `ceph_dev`;
+//! their accounts, custom roles and audit in `dashboard_accounts`), the requests and
+//! metrics of forwarding (`forwarding`), a real Prometheus with the metric names PromQL
+//! reads (`prometheus_server`, `promql`), the scope probe comparing the gateway's 403s with
+//! the dashboard's (`scope_probe`), real Redis servers and Sentinel deployments
+//! (`redis_server`, `redis`), HAProxy, Chromium and an OpenID provider, and the ports they
+//! listen on (`ports`).
+//!
+//! A crate of its own so it is compiled once for every test target, and so the unit tests
+//! of `src/` use the same Redis server and ports as the integration tests. It does not
+//! depend on the gateway's library: it drives the binary, as a client would.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::missing_panics_doc)]
 
 mod browser;
 mod ceph_dev;
@@ -19,14 +26,14 @@ mod gateway;
 mod haproxy;
 mod jwt;
 mod oidc;
+mod ports;
 mod process;
 mod prometheus_server;
 mod promql;
 mod redis;
+pub mod redis_server;
 mod requests;
 mod scope_probe;
-#[path = "../../../src/test_ports.rs"]
-mod test_ports;
 mod users;
 
 pub use browser::*;
@@ -39,21 +46,46 @@ pub use gateway::*;
 pub use haproxy::*;
 pub use jwt::*;
 pub use oidc::*;
+pub use ports::{free_port, free_ports};
 pub use process::*;
 pub use prometheus_server::*;
 pub use promql::*;
 pub use redis::*;
+pub use redis_server::{RedisServer, SentinelServer};
 pub use requests::*;
 pub use scope_probe::*;
-pub use test_ports::{free_port, free_ports};
 pub use users::*;
 
 use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const V1: &str = "application/vnd.ceph.api.v1.0+json";
-pub const BIN: &str = env!("CARGO_BIN_EXE_clustergate");
+/// The repository's root: the shipped files tests read (`conf/`, `deploy/`, `tests/ui`).
+pub const REPO_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+/// A file of the repository, as a literal (for `include_str!`).
+#[macro_export]
+macro_rules! repo_path {
+    ($relative:literal) => {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../", $relative)
+    };
+}
+
+/// The `clustergate` binary of this build: cargo puts a package's binaries beside the
+/// `deps/` folder that holds its test executables. `CLUSTERGATE_BIN` names another.
+pub fn bin() -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os("CLUSTERGATE_BIN") {
+        return path.into();
+    }
+    let test_executable = std::env::current_exe().expect("the test executable's path");
+    let profile_dir = test_executable
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test executable sits in <target>/<profile>/deps/");
+    profile_dir.join("clustergate")
+}
 pub const ADMIN: &str = "admin";
 pub const ADMIN_PW: &str = "Adm1n-Ceph-Pass";
 pub const VIEWER: &str = "viewer";
@@ -101,7 +133,7 @@ pub async fn next_wall_clock_second() {
 
 /// Run the binary with arguments and optional stdin.
 pub fn cli(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(bin())
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::{client_builder, free_port, RunningGateway};
 
-const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/haproxy/haproxy.cfg");
+const SHIPPED: &str = crate::repo_path!("deploy/haproxy/haproxy.cfg");
 const HAPROXY: &str = "/usr/sbin/haproxy";
 
 pub struct Haproxy {

@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::{client_builder, free_port, try_raw_http};
 
 /// The shipped Prometheus files.
-pub const PROMETHEUS_DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prometheus");
+pub const PROMETHEUS_DEPLOY: &str = crate::repo_path!("deploy/prometheus");
 const PROMETHEUS: &str = "/usr/bin/prometheus";
 const PROMTOOL: &str = "/usr/bin/promtool";
 const READY_DEADLINE: Duration = Duration::from_secs(30);

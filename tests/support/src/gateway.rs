@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::process::READY_DEADLINE;
 use super::users::UsersFile;
-use super::{cli, free_ports, Dashboard, RunningGateway, User, BIN, TEST_SECRET};
+use super::{bin, cli, free_ports, Dashboard, RunningGateway, User, TEST_SECRET};
 
 /// What `Gateway::upstream` writes: the `[upstream]` and `[access]` sections.
 #[derive(Clone, Debug)]
@@ -402,7 +402,7 @@ impl Gateway {
         let dir = tempfile::tempdir().unwrap();
         let [port, metrics_port] = self.ports_for_a_run();
         let config = self.write_files(dir.path(), port, metrics_port);
-        let mut child = Command::new(BIN)
+        let mut child = Command::new(bin())
             .args(["run", "--config"])
             .arg(&config)
             .stdin(Stdio::null())

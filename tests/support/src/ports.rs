@@ -10,9 +10,8 @@
 //! start spread by pid (so two test processes rarely meet); a port someone else listens on
 //! is skipped.
 //!
-//! Shared by the unit tests (`crate::test_ports`) and the integration tests (included as
-//! `tests/it/common/test_ports.rs`), so `src/state/redis_server.rs`, which both compile,
-//! reaches it as `super::super::test_ports`.
+//! The unit tests of `src/` and the integration tests take them from here, each test process
+//! from its own counter.
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU32, Ordering};

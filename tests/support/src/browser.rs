@@ -11,7 +11,7 @@ pub const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// `tests/ui`, where the drivers and their node_modules are.
 pub fn ui_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui")
+    Path::new(crate::REPO_ROOT).join("tests/ui")
 }
 
 fn found(program: &str) -> bool {

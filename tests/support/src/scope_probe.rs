@@ -46,11 +46,6 @@ struct Operation {
 }
 
 impl Operation {
-    /// The template with every `{param}` replaced by the dummy value.
-    fn path(&self) -> String {
-        self.path_with(&Objects::new())
-    }
-
     /// The template with each `{param}` that `objects` names replaced by that real object,
     /// the others by the dummy value.
     fn path_with(&self, objects: &Objects) -> String {
@@ -102,7 +97,7 @@ pub fn scope_table(release: &str) -> std::path::PathBuf {
         "16.2" => "scopes.toml".to_string(),
         _ => format!("scopes-{release}.toml"),
     };
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+    std::path::Path::new(crate::REPO_ROOT)
         .join("conf")
         .join(name)
 }
