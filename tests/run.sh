@@ -68,6 +68,8 @@ for release in 18.2 20.2; do
 done
 
 fast_tier
+# The dependency tree's licences, sources and duplicates (deny.toml).
+.tools/bin/cargo-deny --log-level error check licenses bans sources
 
 # One dashboard shared by the integration tests; tests that fail managers over or change
 # its settings start their own.
