@@ -323,16 +323,6 @@ mod tests {
     use super::*;
     use crate::state::redis::test_support::*;
 
-    /// Whether `server` holds `key`.
-    async fn holds(server: &RedisServer, key: &str) -> bool {
-        let exists: bool = redis::cmd("EXISTS")
-            .arg(key)
-            .query_async(&mut raw(server).await)
-            .await
-            .unwrap();
-        exists
-    }
-
     /// Asserts that no replica acknowledged a write that wanted one.
     fn not_replicated(outcome: Result<(), StateError>) {
         assert!(

@@ -106,36 +106,21 @@ mod tests {
         let now = crate::state::unix_now_ms();
         failed_logins.take(&client, rate, now).await.unwrap();
         failed_logins.take(&client, rate, now).await.unwrap();
-        let mut redis = redis::Client::open(server.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
         let key = "cg:failed_logins:2001:db8:1:2::/64";
         let ttl: i64 = redis::cmd("PTTL")
             .arg(key)
-            .query_async(&mut redis)
+            .query_async(&mut raw(&server).await)
             .await
             .unwrap();
         assert!(0 < ttl && ttl <= 400, "PTTL {ttl}");
         // Given back to full: gone at once.
         failed_logins.give_back(&client, rate, now).await.unwrap();
         failed_logins.give_back(&client, rate, now).await.unwrap();
-        let exists: bool = redis::cmd("EXISTS")
-            .arg(key)
-            .query_async(&mut redis)
-            .await
-            .unwrap();
-        assert!(!exists);
+        assert!(!holds(&server, key).await);
         // Left alone: gone once full again.
         failed_logins.take(&client, rate, now).await.unwrap();
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let exists: bool = redis::cmd("EXISTS")
-            .arg(key)
-            .query_async(&mut redis)
-            .await
-            .unwrap();
-        assert!(!exists);
+        assert!(!holds(&server, key).await);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -56,6 +56,16 @@ pub(super) async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnecti
         .unwrap()
 }
 
+/// Whether `server` holds `key`.
+pub(super) async fn holds(server: &RedisServer, key: &str) -> bool {
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(&mut raw(server).await)
+        .await
+        .unwrap();
+    exists
+}
+
 pub(super) async fn raw_get(server: &RedisServer, key: &str) -> String {
     let value: Option<String> = redis::cmd("GET")
         .arg(key)
