@@ -12,7 +12,7 @@ use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
 
-use super::{AccountUse, StateError, UnixTime, MAX_RECORDED_ACCOUNTS};
+use crate::state::{AccountUse, StateError, UnixTime, MAX_RECORDED_ACCOUNTS};
 
 /// A line is an account name (`cg-` and 16 hex digits) and a number: the file stays far
 /// below this; a larger one is not ours.

@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 use dashmap::DashMap;
 
-use super::{StateError, UnixTime, UserSession, UserSessions};
+use super::make_room;
+use crate::state::{StateError, UnixTime, UserSession, UserSessions};
 
 pub struct MemoryUserSessions {
     sessions: DashMap<String, UserSession>,
@@ -28,12 +29,7 @@ impl UserSessions for MemoryUserSessions {
         session: &UserSession,
         now: UnixTime,
     ) -> Result<(), StateError> {
-        if self.sessions.len() >= self.max_entries {
-            self.sessions.retain(|_, s| s.until >= now);
-            if self.sessions.len() >= self.max_entries {
-                return Err(StateError::Full(self.max_entries));
-            }
-        }
+        make_room(&self.sessions, jti, self.max_entries, |_, s| s.until >= now)?;
         self.sessions.insert(jti.to_string(), session.clone());
         Ok(())
     }

@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 use dashmap::DashMap;
 
-use super::{CredentialResets, StateError, UnixTime};
+use super::make_room;
+use crate::state::{CredentialResets, StateError, UnixTime};
 
 /// A reset: tokens issued before `at` are refused; all of them have expired at `until`.
 #[derive(Debug, Clone, Copy)]
@@ -36,12 +37,9 @@ impl CredentialResets for MemoryCredentialResets {
         until: UnixTime,
         now: UnixTime,
     ) -> Result<(), StateError> {
-        if !self.resets.contains_key(username) && self.resets.len() >= self.max_entries {
-            self.resets.retain(|_, reset| reset.until >= now);
-            if self.resets.len() >= self.max_entries {
-                return Err(StateError::Full(self.max_entries));
-            }
-        }
+        make_room(&self.resets, username, self.max_entries, |_, reset| {
+            reset.until >= now
+        })?;
         let mut entry = self
             .resets
             .entry(username.to_string())

@@ -6,7 +6,8 @@ use async_trait::async_trait;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
-use super::{StateError, UnixTime, UsedTokens};
+use super::make_room;
+use crate::state::{StateError, UnixTime, UsedTokens};
 
 pub struct MemoryUsedTokens {
     /// Token id -> when its token has expired (it is forgotten after).
@@ -31,12 +32,7 @@ impl UsedTokens for MemoryUsedTokens {
         until: UnixTime,
         now: UnixTime,
     ) -> Result<bool, StateError> {
-        if !self.used.contains_key(id) && self.used.len() >= self.max_entries {
-            self.used.retain(|_, until| *until >= now);
-            if !self.used.contains_key(id) && self.used.len() >= self.max_entries {
-                return Err(StateError::Full(self.max_entries));
-            }
-        }
+        make_room(&self.used, id, self.max_entries, |_, until| *until >= now)?;
         match self.used.entry(id.to_string()) {
             Entry::Occupied(seen) if *seen.get() >= now => Ok(false),
             Entry::Occupied(mut expired) => {

@@ -13,23 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::{DashboardAttempts, StateError, UnixMillis};
-
-/// One reserved attempt, settled with the answer it got.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hold(pub String);
-
-impl Hold {
-    pub fn new() -> Hold {
-        Hold(uuid::Uuid::new_v4().simple().to_string())
-    }
-}
-
-impl Default for Hold {
-    fn default() -> Self {
-        Hold::new()
-    }
-}
+use crate::state::{DashboardAttempts, Hold, StateError, UnixMillis};
 
 #[derive(Debug, Default)]
 struct Record {
