@@ -332,7 +332,7 @@ mod tests {
     /// table gets, the default `access.open_operations` included.
     #[test]
     fn every_built_in_table_is_a_valid_table_of_its_release() {
-        for release in REGISTRY {
+        for release in REGISTRY.iter() {
             let (release, text) = (release.version, release.table);
             let file: ScopesFile = toml::from_str(text).expect("a scope table");
             let version = file.ceph_version.clone().unwrap_or_default();

@@ -36,11 +36,14 @@ pub struct Answers {
 
 /// Every release the binary carries, oldest first. The first's table is the one a
 /// gateway without dashboards names, and its roles those answered before any is known.
-pub const REGISTRY: [&Release; 3] = [&v16_2::RELEASE, &v18_2::RELEASE, &v20_2::RELEASE];
+pub const REGISTRY: &[&Release] = &[&v16_2::RELEASE, &v18_2::RELEASE, &v20_2::RELEASE];
+
+/// The oldest release (an empty registry does not build).
+const OLDEST: &Release = REGISTRY[0];
 
 /// The release `version` (`"18.2"`) names, if the binary carries it.
 pub fn built_in(version: &str) -> Option<&'static Release> {
-    REGISTRY.into_iter().find(|r| r.version == version)
+    REGISTRY.iter().copied().find(|r| r.version == version)
 }
 
 /// The family a manager running `release` belongs to: the newest known release of its
@@ -51,17 +54,18 @@ pub fn family(release: Option<CephRelease>) -> &'static Release {
     release
         .and_then(|release| {
             REGISTRY
-                .into_iter()
+                .iter()
+                .copied()
                 .rfind(|known| major(known) <= release.major)
         })
-        .unwrap_or(REGISTRY[0])
+        .unwrap_or(OLDEST)
 }
 
 /// How the dashboards of `edition` answer: those of its first release (the releases of
 /// one edition answer alike, tested).
 pub fn answers(edition: RoleEdition) -> &'static Answers {
-    let first = REGISTRY.into_iter().find(|r| r.edition == edition);
-    &first.unwrap_or(REGISTRY[0]).answers
+    let first = REGISTRY.iter().copied().find(|r| r.edition == edition);
+    &first.unwrap_or(OLDEST).answers
 }
 
 #[cfg(test)]

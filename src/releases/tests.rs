@@ -31,7 +31,7 @@ fn the_registry_lists_distinct_releases_oldest_first() {
         .map(|r| CephRelease::parse(r.version).unwrap_or_else(|| panic!("{}", r.version)))
         .collect();
     assert!(versions.windows(2).all(|w| w[0] < w[1]), "{versions:?}");
-    for release in REGISTRY {
+    for release in REGISTRY.iter().copied() {
         assert_eq!(
             built_in(release.version).map(|r| r.version),
             Some(release.version)
@@ -71,7 +71,7 @@ fn the_scripts_list_is_the_registry() {
 
 #[test]
 fn each_release_carries_its_table() {
-    for release in REGISTRY {
+    for release in REGISTRY.iter().copied() {
         let on_disk = repo_file(&format!("conf/scopes/{}.toml", release.version));
         assert_eq!(release.table, on_disk, "{}", release.version);
     }
@@ -79,7 +79,7 @@ fn each_release_carries_its_table() {
 
 #[test]
 fn the_releases_of_one_edition_answer_alike() {
-    for release in REGISTRY {
+    for release in REGISTRY.iter().copied() {
         assert_eq!(
             &release.answers,
             answers(release.edition),
