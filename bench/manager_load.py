@@ -271,7 +271,7 @@ def main():
         shutil.copy(env["CG_DASH_CA_CERT"], f"{work}/dashboard-ca.pem")
         upstream = 'ca_file = "dashboard-ca.pem"'
     scopes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conf",
-                          f"scopes-{release}.toml")
+                          "scopes", f"{release}.toml")
     if release != "16.2" and os.path.exists(scopes):
         access = f'scopes_file = "{os.path.abspath(scopes)}"'
     roles = args.roles.split(",")

@@ -16,7 +16,8 @@
 #                                     Schemathesis and kubernetes-validate in .test-venv/ for
 #                                     tests/it/api_fuzz.rs and tests/it/kubernetes.rs
 #                                     (CG_TEST_VENV: another place for that venv),
-#                                     and the browser test's driver in tests/ui
+#                                     the browser test's driver in tests/ui, and
+#                                     cargo-deny in .tools/ (deny.toml)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -160,7 +161,19 @@ install_release_roots() {
   done < <(grep -v '^[[:space:]]*$' "$repo/deploy/ceph-releases")
 }
 
+# cargo-deny, pinned, built from crates.io into .tools/ (its licence, duplicate and source
+# checks of the dependency tree against deny.toml; about 400 CPU-seconds to build, once).
+install_cargo_deny() {
+  local version=0.20.2
+  if [[ "$("$repo/.tools/bin/cargo-deny" --version 2>/dev/null)" == "cargo-deny $version" ]]; then
+    return
+  fi
+  echo "install-deps: building cargo-deny $version into .tools/" >&2
+  cargo install --quiet --locked --version "$version" --root "$repo/.tools" cargo-deny
+}
+
 if $testing; then
+  install_cargo_deny
   install_test_venv
   install_ui_driver
   install_oidc_provider

@@ -62,8 +62,8 @@ mod routes;
 pub mod secrets;
 mod state;
 pub use app::{accounts, server};
-#[cfg(test)]
-mod test_ports;
+#[cfg(feature = "test-support")]
+pub mod testing;
 mod tls;
 mod token_redaction;
 mod tokens;

@@ -16,8 +16,9 @@ cd "$(dirname "$0")/.."
 
 # The fast tier.
 fast_tier() {
-  cargo fmt --check
-  cargo clippy --locked --all-targets -- -D warnings
+  local started=$SECONDS
+  cargo fmt --all --check
+  cargo clippy --locked --workspace --all-targets -- -D warnings
   deploy/tools/check-vendored.sh
   deploy/tools/vendor-patches.sh --check
   deploy/tools/check-imports.py
@@ -34,6 +35,7 @@ fast_tier() {
   cargo run --locked --quiet -- check-config --config "$conf_copy/clustergate.toml"
   rm -rf "$conf_copy"
   cargo test --locked --lib --bins
+  echo "run.sh: the fast tier passed in $((SECONDS - started)) s" >&2
 }
 
 if [[ "${1:-}" == "--fast" ]]; then
@@ -70,6 +72,8 @@ while read -r release _ _ cluster _; do
 done < <(grep -v '^[[:space:]]*$' deploy/ceph-releases)
 
 fast_tier
+# The dependency tree's licences, sources and duplicates (deny.toml).
+.tools/bin/cargo-deny --log-level error check licenses bans sources
 
 # One dashboard shared by the integration tests; tests that fail managers over or change
 # its settings start their own.
@@ -106,3 +110,4 @@ if ((${#failed[@]} > 0)); then
   echo "run.sh: failed: ${failed[*]}" >&2
   exit 1
 fi
+echo "run.sh: everything passed in $SECONDS s" >&2

@@ -5,8 +5,10 @@ Reads every `crate::` path in src/ (use lines and paths written inline, tests in
 a test that needs a module above its own lives with that module), and checks, between the
 modules at the root of src/ (a folder counts as one) and between files: no cycle; and the
 roof (the assembly in `app/`, the request path in `proxy`, the error mapping in
-`error_answers`) is imported only from above it. Run by tests/run.sh; `--graph` prints the
-module graph.
+`error_answers`) is imported only from above it; and the residents of each home of a kind of
+thing we get more of (`HOMES`: the credential sources, the Ceph releases, ...) import no other
+resident, through `crate::` or `super::`, so adding one never means reading the others.
+Run by tests/run.sh; `--graph` prints the module graph.
 """
 import os
 import re
@@ -19,6 +21,13 @@ ROOF = {
     "proxy": {"app", "lib"},
     "error_answers": {"lib"},
 }
+# Folders whose files are residents of one kind, each standing alone (mod.rs, the home's
+# shared part, and the names listed as shared may be imported by all of them).
+HOMES = {
+    # src/releases/v<X>_<Y>.rs: one Ceph release each (tests.rs holds them to the lists)
+    ("releases",): ("release", {"tests"}),
+}
+SUPER_PATH = re.compile(r"\bsuper::([a-z_][a-z0-9_]*)")
 CRATE_PATH = re.compile(r"\bcrate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)")
 USE_GROUP = re.compile(r"\buse\s+crate::\{([^;]*)\};", re.S)
 
@@ -82,6 +91,22 @@ def cycle(graph):
     return None
 
 
+def resident_problems(files, texts):
+    """Residents of a home that import another resident of the same home."""
+    problems = []
+    for home, (kind, shared) in HOMES.items():
+        residents = {m for m in files if m[:-1] == home and m[-1] not in shared}
+        for module in sorted(residents):
+            named = {resolve(t, files) for t in targets(texts[module])}
+            named |= {home + (name,) for name in SUPER_PATH.findall(texts[module])}
+            for other in sorted(named & residents - {module}):
+                problems.append("%s imports %s: a %s imports no other (%s)"
+                                % ("::".join(module), "::".join(other), kind, "::".join(home)))
+    missing = [home for home in HOMES if home not in files]
+    problems += ["the home %s does not exist (HOMES is out of date)" % "::".join(h) for h in missing]
+    return problems
+
+
 def top(module):
     """The top-level module of `module` (a path of names); the crate root's files are `lib`."""
     return module[0] if module else "lib"
@@ -115,6 +140,7 @@ def main():
         for roof, allowed in ROOF.items():
             if roof in deps and node not in allowed:
                 problems.append("%s imports %s, which only %s may" % (node, roof, ", ".join(sorted(allowed))))
+    problems += resident_problems(files, texts)
     for problem in problems:
         print("check-imports: " + problem, file=sys.stderr)
     if problems:

@@ -6,7 +6,8 @@ use std::fmt::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::server::{role_accounts, service_side, StartError};
+use super::dashboards::{role_accounts, service_side};
+use super::server::StartError;
 use crate::config::{Config, UpstreamIdentity};
 use crate::dashboard_identity::{IdentityError, Inventory, ManagedAccount, Pruned};
 use crate::observe::metrics::Metrics;

@@ -50,7 +50,7 @@ impl Answer {
 
 impl AdminApp {
     fn metrics(&self) -> Answer {
-        self.metrics.observe_state(&self.stores.health);
+        self.metrics.state.observe(&self.stores.health);
         let admission = self.admission.load();
         let table_of = |release| {
             let table = admission.table_for(Some(release)).release;

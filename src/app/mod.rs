@@ -7,6 +7,7 @@
 
 pub mod accounts;
 pub(crate) mod admin;
+mod dashboards;
 mod listening;
 mod parts;
 mod reload;

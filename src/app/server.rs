@@ -19,6 +19,7 @@ use pingora::tls::sign::CertifiedKey;
 use pingora::services::background::background_service;
 
 use super::admin::AdminApp;
+use super::dashboards::Dashboards;
 use super::listening::{ListenError, Listening, LISTENING_FILE};
 use super::parts::{PartsError, Reloadable};
 use super::reload::{Live, Reloader};
@@ -26,11 +27,7 @@ use super::upgrade::{self, Invocation, SelfUpgrade};
 use crate::access::Admission;
 use crate::answer_cache::AnswerCache;
 use crate::auth::{self, Auth, DashboardAccounts, RefusalFloor};
-use crate::config::{
-    Config, OidcConfig, ServerConfig, TlsMode, UpstreamConfig, UpstreamIdentity, UpstreamTrust,
-};
-use crate::dashboard_identity::{AccountLogins, DashboardIdentity, RoleAccounts};
-use crate::docs::Docs;
+use crate::config::{Config, OidcConfig, ServerConfig, TlsMode, UpstreamIdentity};
 use crate::edge::body_budget::{self, BodyBudget};
 use crate::edge::connections::ClientConnections;
 use crate::edge::listen_table::ListenTable;
@@ -48,8 +45,7 @@ use crate::secrets::{self, SecretError};
 use crate::state::{StateError, Stores};
 use crate::tls::{self, ServingCert, TlsError};
 use crate::tokens::TokenService;
-use crate::upstream::credentials::{AccountStores, ServiceAccount};
-use crate::upstream::health::{HealthChecker, ReleaseLearned};
+use crate::upstream::credentials::ServiceAccount;
 use crate::upstream::{UpstreamError, Upstreams};
 use crate::users::{PasswordChecker, UserDb};
 use crate::versioning::ApiVersion;
@@ -181,7 +177,7 @@ impl Parts {
         let state = config.state.clone();
         let stores = (state.build(&config.server.state_dir)).map_err(StartError::State)?;
         let provider = single_sign_on(config, &metrics);
-        let dashboards = configured_dashboards(config, &stores, &metrics)?;
+        let dashboards = Dashboards::configured(config, &stores, &metrics)?;
         let tls_on = certificate.is_some();
         let logins = (reloadable.users, reloadable.tokens);
         let auth = auth(
@@ -295,14 +291,8 @@ impl Parts {
     /// The health checks, the reload, the provider's keys, the self-upgrade and the
     /// revocation feed, each as a pingora background service.
     fn add_background_services(self, server: &mut Server, reloader: Reloader) {
-        if let Some(d) = &self.dashboards {
-            let health = HealthChecker {
-                upstreams: d.upstreams.clone(),
-                account: d.account.clone(),
-                interval: d.health_interval,
-                release_learned: release_learned(self.admission.clone()),
-            };
-            server.add_service(background_service("dashboard health checks", health));
+        if let Some(dashboards) = &self.dashboards {
+            dashboards.add_services(server, self.admission.clone());
         }
         server.add_service(background_service("configuration reload", reloader));
         if let Some(provider) = self.provider {
@@ -330,28 +320,6 @@ fn single_sign_on(config: &Config, metrics: &Arc<Metrics>) -> Option<Arc<Provide
     }
     let public_url = config.server.public_url.as_deref().unwrap_or_default();
     Some(sso_provider(oidc, public_url, metrics))
-}
-
-/// The dashboards of `[upstream]`, if any.
-fn configured_dashboards(
-    config: &Config,
-    stores: &Stores,
-    metrics: &Arc<Metrics>,
-) -> Result<Option<Dashboards>, StartError> {
-    let Some(upstream) = config.upstream.clone() else {
-        tracing::warn!("no [upstream] configured: only the auth endpoints are served");
-        return Ok(None);
-    };
-    let dashboards = dashboards(
-        upstream,
-        &config.server.public_url,
-        &config.api.vendor,
-        stores,
-        metrics,
-        config.identity(),
-        &config.server.state_dir,
-    )?;
-    Ok(Some(dashboards))
 }
 
 /// The audit log and the metrics (the TLS certificate's expiry among them).
@@ -532,130 +500,9 @@ fn admin_service(admin: AdminApp, listen: SocketAddr) -> Service<AdminApp> {
     service
 }
 
-/// The dashboards, the gateway's account on them, and their API description.
-struct Dashboards {
-    upstreams: Arc<Upstreams>,
-    account: Arc<ServiceAccount>,
-    /// Who the dashboards see on users' requests, when not the service account nor the
-    /// user's own session.
-    identity: Option<Arc<dyn DashboardIdentity>>,
-    account_name: String,
-    /// Until the gateway takes it.
-    docs: Option<Docs>,
-    health_interval: std::time::Duration,
-}
-
-fn dashboards(
-    upstream: UpstreamConfig,
-    public_url: &Option<String>,
-    vendor: &str,
-    stores: &Stores,
-    metrics: &Arc<Metrics>,
-    identity: UpstreamIdentity,
-    state_dir: &Path,
-) -> Result<Dashboards, StartError> {
-    let (upstreams, account) = service_side(&upstream, vendor, stores, metrics)?;
-    let docs = Docs::new(
-        upstreams.clone(),
-        upstream.docs_path.clone(),
-        upstream.docs_refresh,
-        public_url.clone(),
-    );
-    let identity = match identity {
-        UpstreamIdentity::Roles => Some(role_accounts(
-            &upstream, &account, stores, metrics, state_dir,
-        )? as Arc<dyn DashboardIdentity>),
-        UpstreamIdentity::Service | UpstreamIdentity::User => None,
-    };
-    Ok(Dashboards {
-        upstreams,
-        account,
-        identity,
-        account_name: upstream.username,
-        docs: Some(docs),
-        health_interval: upstream.health_interval,
-    })
-}
-
-/// The dashboards, and the gateway's service account on them.
-pub(super) fn service_side(
-    upstream: &UpstreamConfig,
-    vendor: &str,
-    stores: &Stores,
-    metrics: &Arc<Metrics>,
-) -> Result<(Arc<Upstreams>, Arc<ServiceAccount>), StartError> {
-    if upstream.trust == UpstreamTrust::InsecureSkipVerify {
-        tracing::warn!(
-            "upstream.insecure_skip_verify = true: the backends' certificates are NOT verified"
-        );
-    }
-    let upstreams = Arc::new(Upstreams::new(upstream)?);
-    for backend in upstreams.backends().iter() {
-        tracing::info!(server = %backend.base, "dashboard backend");
-    }
-    let account = Arc::new(ServiceAccount::new(
-        upstream.username.clone(),
-        upstream.password.clone(),
-        ApiVersion::V1_0.media_type(vendor),
-        AccountStores {
-            tokens: stores.upstream_tokens.clone(),
-            attempts: stores.dashboard_attempts.clone(),
-        },
-        upstream.login_backoff,
-        metrics.clone(),
-    ));
-    Ok((upstreams, account))
-}
-
-/// The accounts holding users' roles (`upstream.identity = "roles"`), their passwords
-/// derived from `upstream.accounts_key_file`, or a key generated into `state_dir`.
-pub(super) fn role_accounts(
-    upstream: &UpstreamConfig,
-    service: &Arc<ServiceAccount>,
-    stores: &Stores,
-    metrics: &Arc<Metrics>,
-    state_dir: &Path,
-) -> Result<Arc<RoleAccounts>, StartError> {
-    let config = &upstream.role_accounts;
-    let key = match &config.key_file {
-        Some(path) => secrets::read_secret(path),
-        None => secrets::read_or_create(&state_dir.join(ACCOUNTS_KEY_FILE)),
-    }
-    .map_err(StartError::AccountsKey)?;
-    tracing::info!(max = config.max, "upstream.identity = \"roles\": each user acts on the dashboards as an account the gateway manages holding exactly their roles");
-    Ok(Arc::new(RoleAccounts::new(
-        service.clone(),
-        key,
-        AccountLogins {
-            tokens: stores.account_tokens.clone(),
-            attempts: stores.dashboard_attempts.clone(),
-            backoff: upstream.login_backoff,
-            uses: stores.account_use.clone(),
-        },
-        metrics.clone(),
-        config.max,
-    )))
-}
-
-/// The generated key of the managed accounts' passwords, in `server.state_dir`.
-const ACCOUNTS_KEY_FILE: &str = "dashboard-accounts-key";
-
 /// The identity provider of `[oidc]`; its keys are fetched by a background service.
 fn sso_provider(config: &OidcConfig, public_url: &str, metrics: &Arc<Metrics>) -> Arc<Provider> {
     let fetch = Arc::new(HttpFetch::new(config.ca_certificates.clone()));
     tracing::info!(issuer = %config.issuer.text, local_login = config.local_login, "single sign-on: the identity provider's tokens are accepted");
     Arc::new(Provider::new(config, public_url, fetch, metrics.clone()))
-}
-
-/// Logs which table a manager's release gives it: its own, or the nearest lower one.
-fn release_learned(admission: Arc<ArcSwap<Admission>>) -> ReleaseLearned {
-    Box::new(move |backend, release| {
-        let choice = admission.load().table_for(Some(release));
-        let table = choice.release.map_or("custom".into(), |r| r.to_string());
-        if choice.exact {
-            tracing::info!(server = %backend.base, release = %release, table = %table, "the manager's Ceph release");
-        } else {
-            tracing::warn!(server = %backend.base, release = %release, table = %table, "no operation table for the manager's Ceph release: the nearest lower one applies (access.unknown_operations decides the rest)");
-        }
-    })
 }

@@ -31,7 +31,7 @@ impl Auth {
         {
             Take::Taken => Ok(Some(client)),
             Take::Empty { retry_in_ms } => {
-                self.metrics.login_rate_limited(client.is_ipv6());
+                self.metrics.auth.login_rate_limited(client.is_ipv6());
                 tracing::info!(%client, "login refused: too many failed logins from this client");
                 Err(AuthError::RateLimited {
                     retry_after: retry_in_ms.div_ceil(1000).max(1),

@@ -135,7 +135,7 @@ impl Auth {
             tracing::warn!(username = ?username, "unreadable password verifier in the state store: ignored");
             return Ok(None);
         };
-        self.metrics.password_verified();
+        self.metrics.auth.password_verified();
         let verified = self
             .passwords
             .check(Arc::new(verifier), password.to_string())

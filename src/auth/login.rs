@@ -47,7 +47,7 @@ impl Auth {
         subject: &mut AuthSubject,
     ) -> Result<LocalResponse, AuthError> {
         let result = self.try_login(req, now_ms, subject).await;
-        self.metrics.login(match &result {
+        self.metrics.auth.login(match &result {
             Ok(_) => LoginResult::Success,
             Err(AuthError::InvalidCredentials) => LoginResult::InvalidCredentials,
             Err(AuthError::Password(HashError::Busy)) => LoginResult::Busy,
@@ -207,7 +207,7 @@ impl Auth {
             .as_ref()
             .filter(|_| attempt != Attempt::Locked)
             .and_then(|(u, _)| u.password_hash.clone());
-        self.metrics.password_verified();
+        self.metrics.auth.password_verified();
         let verified = self.passwords.verify(hash, &stand_in, password).await?;
 
         // `?username`: the name is the client's text, escaped so it cannot forge log lines.
@@ -225,7 +225,7 @@ impl Auth {
 
     /// The last attempt allowed failed: the lock `admit` set holds (counted once per lock).
     pub(super) fn locked_out(&self, username: &str) {
-        self.metrics.lockout();
+        self.metrics.auth.lockout();
         if let Some(policy) = self.lockout {
             tracing::warn!(username = ?username, attempts = policy.attempts, lock_seconds = policy.duration.as_secs(), "user locked out after consecutive failed logins");
         }

@@ -149,7 +149,7 @@ impl Auth {
         now: UnixTime,
     ) -> Result<Authenticated, TokenRejection> {
         let result = self.verify_token_uncounted(token, now).await;
-        self.metrics.token_check(match &result {
+        self.metrics.auth.token_check(match &result {
             Ok(_) => TokenCheckResult::Valid,
             Err(TokenRejection::Missing) => TokenCheckResult::Missing,
             Err(TokenRejection::Invalid(TokenError::Expired)) => TokenCheckResult::Expired,

@@ -129,7 +129,9 @@ impl RoleAccounts {
             }
             Some(_) => {}
             None if accounts.len() >= self.max => {
-                self.metrics.dashboard_account("account", "over_limit");
+                self.metrics
+                    .dashboard_accounts
+                    .change("account", "over_limit");
                 return Err(IdentityError::TooManyRoleSets(self.max));
             }
             None => {}
@@ -339,7 +341,7 @@ impl RoleAccounts {
             Err(IdentityError::Refused { .. }) => "refused",
             Err(_) => "error",
         };
-        self.metrics.dashboard_account(action, outcome);
+        self.metrics.dashboard_accounts.change(action, outcome);
     }
 
     /// The account's token: a login refused is met once by setting the account again.

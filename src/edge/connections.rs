@@ -96,7 +96,7 @@ impl<A> ClientConnections<A> {
 
     /// Answers a client refused before pingora parsed its request, then closes.
     async fn refuse(&self, mut stream: Stream, refusal: ConnectionError) {
-        self.metrics.connection_refused(refusal.reason());
+        self.metrics.connections.refused(refusal.reason());
         let request_id = uuid::Uuid::new_v4().to_string();
         let response = (self.answer)(refusal, &request_id);
         tracing::info!(request_id, status = response.status, error = %refusal, "client refused");
@@ -130,7 +130,8 @@ where
             } else {
                 // An HTTP/2 client cannot read an HTTP/1 answer: it sees the close.
                 self.metrics
-                    .connection_refused(ConnectionRefusal::TooManyConnections);
+                    .connections
+                    .refused(ConnectionRefusal::TooManyConnections);
             }
             return None;
         };

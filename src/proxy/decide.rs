@@ -148,7 +148,7 @@ impl Gateway {
         let release = manager
             .release()
             .map_or_else(String::new, |r| r.to_string());
-        self.metrics.unknown_operation(&release, method);
+        self.metrics.requests.unknown_operation(&release, method);
         if let Some(operation) = admission.first_unknown(&manager.base, method, path) {
             let _enter = ctx.span.enter();
             tracing::info!(server = %manager.base, release = %release, %method, %operation, "an operation the gateway's table does not know: forwarded for the dashboard to decide as the user's roles (logged once per manager)");
@@ -204,7 +204,7 @@ impl Gateway {
     pub(super) async fn enter(&self, backend: &Backend, ctx: &RequestCtx) -> Result<Place> {
         backend.in_flight.enter(ctx.holder()).await.map_err(|overload| {
             self.metrics
-                .upstream_overload(&backend.base, overload.reason());
+                .upstream.overload(&backend.base, overload.reason());
             let _enter = ctx.span.enter();
             tracing::warn!(server = %backend.base, reason = %overload, "the dashboard is busy: refused");
             GatewayError::from(overload).into_pingora()

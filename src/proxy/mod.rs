@@ -216,7 +216,8 @@ impl ProxyHttp for Gateway {
         let status = response.status.as_u16();
         let elapsed = ctx.attempt.elapsed();
         self.metrics
-            .upstream_response(&backend.base, status, elapsed);
+            .upstream
+            .response(&backend.base, status, elapsed);
         match ctx.attempt.on_response(status) {
             ResponseVerdict::Deliver => Ok(()),
             // Boxed: the probe is rare and its future large, and this hook's future is moved
@@ -361,7 +362,8 @@ impl ProxyHttp for Gateway {
         let method = &session.req_header().method;
         let elapsed = ctx.started.elapsed();
         self.metrics
-            .observe_request(ctx.route, method, status, elapsed);
+            .requests
+            .observe(ctx.route, method, status, elapsed);
         let served = ctx.served(session, status, elapsed);
         self.access_log.record(&served, &ctx.span);
         self.audit.record(&served, &ctx.subject);

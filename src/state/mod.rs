@@ -2,23 +2,19 @@
 //! token revocations, login lockouts, the dashboard's count of failed logins per username,
 //! failed logins per client, the service account's dashboard token, each user's own
 //! dashboard session, the resets of users' credentials and the ids of tokens good once,
-//! each behind a narrow trait, in memory (`memory`, `dashboard_attempts`, `failed_logins`,
-//! `user_sessions`, `credential_resets`, `used_tokens`) or in Redis (`redis`), and when each
-//! dashboard account the gateway manages was last used (`account_use`: with the memory
-//! backend in the state directory, where the `accounts` command finds it). Time is passed
-//! in, so the stores hold no clock and tests control it.
+//! each behind a narrow trait (here), in memory (`memory/<store>.rs`) or in Redis
+//! (`redis/<store>.rs`), and when each dashboard account the gateway manages was last used
+//! (with the memory backend in the state directory, where the `accounts` command finds
+//! it). `failed_logins` holds the bucket arithmetic both backends share; `contract` the
+//! behaviour every backend's stores are tested for. Time is passed in, so the stores hold
+//! no clock and tests control it.
 //! Policy (how many failures lock for how long, how fast a client's bucket refills) lives
 //! in `auth` and `config`, not here.
 
-mod account_use;
-mod credential_resets;
-mod dashboard_attempts;
 mod failed_logins;
 mod health;
 mod memory;
 mod redis;
-mod used_tokens;
-mod user_sessions;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -30,14 +26,13 @@ use async_trait::async_trait;
 pub use self::redis::{
     EncryptionKey, RedisSettings, RedisTarget, RevocationFeed, SentinelSettings,
 };
-pub use account_use::LocalAccountUse;
-pub use credential_resets::MemoryCredentialResets;
-pub use dashboard_attempts::{Hold, MemoryDashboardAttempts};
-pub use failed_logins::{BucketRate, MemoryFailedLogins, Take};
+pub use failed_logins::{BucketRate, Take};
 pub use health::StoreHealth;
-pub use memory::{MemoryLockouts, MemoryRevocations, MemoryUpstreamTokens};
-pub use used_tokens::MemoryUsedTokens;
-pub use user_sessions::MemoryUserSessions;
+pub use memory::{
+    LocalAccountUse, MemoryAccountTokens, MemoryCredentialResets, MemoryDashboardAttempts,
+    MemoryFailedLogins, MemoryLockouts, MemoryRevocations, MemoryUpstreamTokens, MemoryUsedTokens,
+    MemoryUserSessions,
+};
 
 use crate::client_addr::ClientNet;
 
@@ -142,6 +137,22 @@ pub trait DashboardAttempts: Send + Sync {
     async fn ready(&self) -> Result<(), StateError>;
 }
 
+/// One reserved attempt, settled with the answer it got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold(pub String);
+
+impl Hold {
+    pub fn new() -> Hold {
+        Hold(uuid::Uuid::new_v4().simple().to_string())
+    }
+}
+
+impl Default for Hold {
+    fn default() -> Self {
+        Hold::new()
+    }
+}
+
 /// A token bucket of failed logins per client: a login takes a token before its password
 /// is checked, and gets it back unless the password was wrong. An absent bucket is full.
 #[async_trait]
@@ -212,15 +223,6 @@ pub trait UpstreamTokens: Send + Sync {
 /// store per account, shared by every gateway of a deployment as the service account's is.
 pub trait AccountTokens: Send + Sync {
     fn of(&self, account: &str) -> Arc<dyn UpstreamTokens>;
-}
-
-/// In this process's memory: the caller keeps each account's store.
-pub struct MemoryAccountTokens;
-
-impl AccountTokens for MemoryAccountTokens {
-    fn of(&self, _account: &str) -> Arc<dyn UpstreamTokens> {
-        Arc::new(MemoryUpstreamTokens::default())
-    }
 }
 
 /// When each dashboard account the gateway manages was last used, so that the `accounts`
@@ -394,5 +396,5 @@ impl StateConfig {
 
 #[cfg(test)]
 pub(crate) mod contract;
-#[cfg(test)]
-pub(crate) mod redis_server;
+#[cfg(feature = "test-support")]
+pub use self::redis::open_sealed;

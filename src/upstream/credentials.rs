@@ -285,7 +285,7 @@ impl ServiceAccount {
         let Some(until) = self.tokens.login_backoff(now_ms).await? else {
             return Ok(());
         };
-        self.metrics.upstream_login("deferred");
+        self.metrics.upstream.login("deferred");
         Err(CredentialError::BackingOff {
             retry_in: Duration::from_millis(until.saturating_sub(now_ms)),
         })
@@ -308,7 +308,7 @@ impl ServiceAccount {
             .reserve(&self.username, ceiling, now_ms, hold_until)
             .await?;
         let Some(hold) = reserved else {
-            self.metrics.upstream_login("withheld");
+            self.metrics.upstream.login("withheld");
             tracing::debug!(user = %self.username, "{} login withheld: the dashboard's count of failures is at the gateway's ceiling", self.kind.noun());
             return Err(CredentialError::Withheld);
         };
@@ -403,15 +403,15 @@ impl ServiceAccount {
         let result = self.try_log_in(upstreams, backend, now, password).await;
         match &result {
             Ok(_) => {
-                self.metrics.upstream_login("success");
+                self.metrics.upstream.login("success");
                 tracing::info!(server = %backend.base, user = %self.username, "{} logged in", self.kind.noun());
             }
             Err(CredentialError::Login(LoginError::Refused(_))) => {
-                self.metrics.upstream_login("refused");
+                self.metrics.upstream.login("refused");
                 tracing::error!(server = %backend.base, user = %self.username, "the dashboard refused the {}'s credentials", self.kind.noun());
             }
             Err(e) => {
-                self.metrics.upstream_login("error");
+                self.metrics.upstream.login("error");
                 tracing::warn!(server = %backend.base, user = %self.username, error = %e, "{} login failed", self.kind.noun());
             }
         }

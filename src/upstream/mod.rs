@@ -354,7 +354,7 @@ impl Upstreams {
                     .map(|release| (release.to_string(), table_of(release))),
             })
             .collect();
-        metrics.observe_backends(&series);
+        metrics.backends.observe(&series);
     }
 
     /// Whether the gateway can serve what it forwards: some backend is known to be the

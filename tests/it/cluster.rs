@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use crate::unsealed;
 use serde_json::json;
 
 /// Long enough for HAProxy (checks every 1 s, out after 2 failures) to take a draining

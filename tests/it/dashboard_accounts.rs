@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use crate::unsealed;
 use reqwest::Method;
 use serde_json::{json, Value};
 

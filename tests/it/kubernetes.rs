@@ -409,7 +409,7 @@ fn pod_files(configmap: &Path, secret: &Path, dir: &Path, secret_mode: u32) -> P
 /// `clustergate check-config` on `config`, as the pod's user when the test can be it.
 fn check_config_as_the_pod(config: &Path) -> std::process::Output {
     use std::os::unix::process::CommandExt;
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command.args(["check-config", "--config", config.to_str().unwrap()]);
     if running_as_root() {
         command.uid(POD_UID).gid(POD_UID);

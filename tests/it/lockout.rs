@@ -180,7 +180,7 @@ async fn unlock_lets_a_user_without_a_verifier_back_in_after_the_dashboard_is_re
     assert_invalid_credentials(&gw.try_login(&user, &password).await);
     dash.ceph_ok(&["dashboard", "ac-user-enable", &user]);
     let config = gw.dir().join("clustergate.toml");
-    let out = std::process::Command::new(BIN)
+    let out = std::process::Command::new(bin())
         .arg("unlock")
         .arg("--config")
         .arg(&config)

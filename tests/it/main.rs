@@ -4,7 +4,19 @@
 //! on 127.0.0.1. `cargo test --test it MODULE::` runs one area.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use clustergate_test_support as common;
+
+/// What a gateway of the test deployment sealed in the Redis key `key`.
+fn unsealed(key: &str, stored: &str) -> Option<String> {
+    use common::redis_server::{ENCRYPTION_KID, ENCRYPTION_SECRET};
+    let opened = clustergate::testing::open_sealed(
+        ENCRYPTION_KID,
+        ENCRYPTION_SECRET.as_bytes(),
+        key,
+        stored,
+    )?;
+    String::from_utf8(opened).ok()
+}
 
 mod answer_cache;
 mod api_fuzz;

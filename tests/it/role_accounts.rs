@@ -466,7 +466,7 @@ async fn accounts_list_and_prune_touch_only_this_deployments_unused_accounts() {
 
 /// Runs `clustergate accounts ARGS --config` on `gw`'s configuration; its standard output.
 fn accounts_command(gw: &RunningGateway, args: &[&str]) -> String {
-    let out = std::process::Command::new(BIN)
+    let out = std::process::Command::new(bin())
         .arg("accounts")
         .args(args)
         .arg("--config")
@@ -488,7 +488,7 @@ fn the_accounts_command_refuses_a_configuration_managing_no_account() {
         .extra_toml("upstream", "identity = \"service\"");
     let dir = tempfile::tempdir().unwrap();
     let config = gw.write_files(dir.path(), 0, 0);
-    let out = std::process::Command::new(BIN)
+    let out = std::process::Command::new(bin())
         .args(["accounts", "list", "--config"])
         .arg(&config)
         .output()

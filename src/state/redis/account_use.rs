@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock};
 use async_trait::async_trait;
 use redis::Script;
 
-use super::Redis;
+use super::connection::Redis;
 use crate::state::{AccountUse, StateError, UnixTime, MAX_RECORDED_ACCOUNTS};
 
 /// Keeps the later of KEYS[1][ARGV[1]] and ARGV[2], and refuses a new field past ARGV[3]

@@ -8,7 +8,7 @@ use std::sync::{Arc, LazyLock};
 use async_trait::async_trait;
 use redis::Script;
 
-use super::Redis;
+use super::connection::Redis;
 use crate::state::{CredentialResets, StateError, UnixTime};
 
 /// Keeps the later of KEYS[1]'s reset and ARGV[1], the new one expiring at ARGV[2]
@@ -62,8 +62,6 @@ impl CredentialResets for RedisCredentialResets {
     }
 
     async fn ready(&self) -> Result<(), StateError> {
-        self.redis
-            .run::<()>("credential reset", &redis::cmd("PING"))
-            .await
+        self.redis.ping("credential reset").await
     }
 }

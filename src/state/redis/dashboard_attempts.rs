@@ -13,7 +13,7 @@ use std::sync::{Arc, LazyLock};
 use async_trait::async_trait;
 use redis::Script;
 
-use super::Redis;
+use super::connection::Redis;
 use crate::state::{DashboardAttempts, Hold, StateError, UnixMillis, MEMORY_MAX_ENTRIES};
 
 /// How long a verifier is kept after the success that stored it, with no failure since.
@@ -200,6 +200,26 @@ impl DashboardAttempts for RedisDashboardAttempts {
     }
 
     async fn ready(&self) -> Result<(), StateError> {
-        self.redis.run("ping", &redis::cmd("PING")).await
+        self.redis.ping("ping").await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::state::redis::test_support::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn three_gateways_reserve_the_dashboards_attempts_as_one() {
+        let server = RedisServer::start();
+        let holds = at_once_on_three_gateways(&server, |stores| async move {
+            let attempts = stores.dashboard_attempts;
+            attempts.reserve("admin", 9, 100, 60_000).await.unwrap()
+        })
+        .await;
+        let held = holds.iter().filter(|hold| hold.is_some()).count();
+        assert_eq!(
+            held, 9,
+            "failures plus attempts in flight stay under the ceiling"
+        );
     }
 }

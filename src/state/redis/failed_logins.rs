@@ -8,7 +8,7 @@ use std::sync::{Arc, LazyLock};
 use async_trait::async_trait;
 use redis::Script;
 
-use super::Redis;
+use super::connection::Redis;
 use crate::client_addr::ClientNet;
 use crate::state::{BucketRate, FailedLogins, StateError, Take, UnixMillis};
 
@@ -84,6 +84,62 @@ impl FailedLogins for RedisFailedLogins {
     }
 
     async fn ready(&self) -> Result<(), StateError> {
-        self.redis.run("ping", &redis::cmd("PING")).await
+        self.redis.ping("ping").await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::redis::test_support::*;
+
+    /// Redis holds a client's bucket only until it is full again, under the deployment's prefix.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_login_bucket_is_a_prefixed_key_that_expires_when_full() {
+        let server = RedisServer::start();
+        let failed_logins = stores(settings(&server, "cg:")).unwrap().failed_logins;
+        let client = ClientNet::of("2001:db8:1:2::7".parse().unwrap());
+        let rate = BucketRate {
+            burst: 3,
+            refill_ms: 200,
+        };
+        let now = crate::state::unix_now_ms();
+        failed_logins.take(&client, rate, now).await.unwrap();
+        failed_logins.take(&client, rate, now).await.unwrap();
+        let key = "cg:failed_logins:2001:db8:1:2::/64";
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut raw(&server).await)
+            .await
+            .unwrap();
+        assert!(0 < ttl && ttl <= 400, "PTTL {ttl}");
+        // Given back to full: gone at once.
+        failed_logins.give_back(&client, rate, now).await.unwrap();
+        failed_logins.give_back(&client, rate, now).await.unwrap();
+        assert!(!holds(&server, key).await);
+        // Left alone: gone once full again.
+        failed_logins.take(&client, rate, now).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(!holds(&server, key).await);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failed_logins_on_three_gateways_take_from_one_bucket() {
+        let server = RedisServer::start();
+        let client = ClientNet::of("192.0.2.1".parse().unwrap());
+        let rate = BucketRate {
+            burst: 30,
+            refill_ms: 60_000,
+        };
+        let takes = at_once_on_three_gateways(&server, |stores| async move {
+            stores
+                .failed_logins
+                .take(&client, rate, 100_000)
+                .await
+                .unwrap()
+        })
+        .await;
+        let taken = takes.iter().filter(|take| **take == Take::Taken).count();
+        assert_eq!(taken, 30, "the burst, once, over all gateways");
     }
 }

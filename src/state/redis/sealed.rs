@@ -146,3 +146,10 @@ fn value_context(kid: &str, redis_key: &str) -> Vec<u8> {
 fn message_context(channel: &str, message: &str) -> Vec<u8> {
     [channel.as_bytes(), b"\0", message.as_bytes()].concat()
 }
+
+/// What a gateway sealed under `redis_key` with the key `(kid, secret)`, for the integration
+/// tests' reads of Redis (`clustergate::testing`).
+#[cfg(feature = "test-support")]
+pub fn open_sealed(kid: &str, secret: &[u8], redis_key: &str, stored: &str) -> Option<Vec<u8>> {
+    Sealer::new([(kid, secret)])?.open(redis_key, stored)
+}

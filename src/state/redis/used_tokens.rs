@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::Redis;
+use super::connection::Redis;
 use crate::state::{StateError, UnixTime, UsedTokens};
 
 pub struct RedisUsedTokens {
@@ -34,8 +34,6 @@ impl UsedTokens for RedisUsedTokens {
     }
 
     async fn ready(&self) -> Result<(), StateError> {
-        self.redis
-            .run::<()>("used token", &redis::cmd("PING"))
-            .await
+        self.redis.ping("used token").await
     }
 }

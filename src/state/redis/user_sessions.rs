@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::Redis;
+use super::connection::Redis;
 use crate::state::{StateError, UnixTime, UserSession, UserSessions};
 
 pub struct RedisUserSessions {
@@ -81,8 +81,6 @@ impl UserSessions for RedisUserSessions {
     }
 
     async fn ready(&self) -> Result<(), StateError> {
-        self.redis
-            .run::<()>("user session", &redis::cmd("PING"))
-            .await
+        self.redis.ping("user session").await
     }
 }
