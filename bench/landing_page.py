@@ -41,7 +41,7 @@ def main():
     work = tempfile.mkdtemp(prefix="cg-landing-page-")
     shutil.copy(env["CG_DASH_CA_CERT"], f"{work}/dashboard-ca.pem")
     repo = os.path.abspath(os.path.join(HERE, ".."))
-    table = os.path.join(repo, "conf", f"scopes-{release}.toml")
+    table = os.path.join(repo, "conf", "scopes", f"{release}.toml")
     access = f'scopes_file = "{table}"' if os.path.exists(table) else ""
     gateway, port = start_gateway(args.gateway, env, work, tls=True,
                                   upstream='ca_file = "dashboard-ca.pem"', access=access)

@@ -16,7 +16,7 @@ reports the staleness of the answers: from the gateway's access log, the age of 
 answer served without asking the dashboard (its time minus the start of the last request
 of the same path that did ask). A dashboard serving TLS (20.2) is asked over TLS directly,
 and by the gateway (plain HTTP to the gateway) with its CA; releases other than 16.2 get
-their scope table (conf/scopes-<release>.toml).
+their scope table (conf/scopes/<release>.toml).
 
   bench/manager_load.py --env DIR/dashboard.env [--tabs 10,50,200] [--seconds 60]
                         [--roles administrator,read-only,pool-manager]
@@ -271,7 +271,7 @@ def main():
         shutil.copy(env["CG_DASH_CA_CERT"], f"{work}/dashboard-ca.pem")
         upstream = 'ca_file = "dashboard-ca.pem"'
     scopes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conf",
-                          f"scopes-{release}.toml")
+                          "scopes", f"{release}.toml")
     if release != "16.2" and os.path.exists(scopes):
         access = f'scopes_file = "{os.path.abspath(scopes)}"'
     roles = args.roles.split(",")

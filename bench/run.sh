@@ -258,7 +258,7 @@ health_path = "/"
 username = "clustergate"
 password_file = "upstream.pass"
 [access]
-scopes_file = "$ROOT/conf/scopes.toml"
+scopes_file = "$ROOT/conf/scopes/16.2.toml"
 # What is measured here is forwarding; with the cache on (the default) the gateway would
 # answer the polled health path from memory. The cache's effect is bench/manager_load.py's.
 [answer_cache]

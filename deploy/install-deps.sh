@@ -148,15 +148,17 @@ if $linting; then
   install_lint_venv
 fi
 
-# Ceph 18.2 (trixie) and 20.2 (forky) for the tests that run against every release: each
-# root is built once into /var/cache/clustergate-ceph-dev and reused (needs root), and
-# ceph-osd and radosgw are added to it once (a root built before has them installed).
+# The releases of deploy/ceph-releases that run in a Debian root (18.2, 20.2), for the tests
+# that run against every release: each root is built once into
+# /var/cache/clustergate-ceph-dev and reused (needs root), and ceph-osd and radosgw are
+# added to it once (a root built before has them installed).
 install_release_roots() {
-  local release sudo=()
+  local release suite sudo=()
   [[ $(id -u) -eq 0 ]] || sudo=(sudo)
-  for release in 18.2 20.2; do
-    "${sudo[@]}" "$repo/deploy/ceph-dev/release-root.sh" data "$release" >/dev/null
-  done
+  while read -r release suite _; do
+    [[ $release != \#* && $suite != host ]] || continue
+    "${sudo[@]}" "$repo/deploy/ceph-dev/release-root.sh" data "$release" </dev/null >/dev/null
+  done < <(grep -v '^[[:space:]]*$' "$repo/deploy/ceph-releases")
 }
 
 # cargo-deny, pinned, built from crates.io into .tools/ (its licence, duplicate and source

@@ -57,6 +57,7 @@ pub use observe::logs;
 mod proxy;
 mod queue_slot;
 mod readiness;
+mod releases;
 mod routes;
 pub mod secrets;
 mod state;

@@ -224,7 +224,7 @@ mod tests {
     /// dashboard's source; this test holds the list to that).
     #[test]
     fn the_carriers_cover_the_releases_operations() {
-        let table = include_str!("../conf/scopes-20.2.toml");
+        let table = include_str!("../conf/scopes/20.2.toml");
         let paths: Vec<&str> = table
             .lines()
             .filter_map(|line| line.strip_prefix("path = \""))

@@ -7,8 +7,8 @@
 # The whole suite: formatting, lints, the shipped configuration, unit and
 # integration tests (the API fuzzer, tests/it/api_fuzz.rs, among them). Installs what a fresh
 # Debian 12 machine lacks first (Schemathesis included), and starts a real Ceph dashboard
-# for the integration tests, and one of Ceph 18.2 and of 20.2 for the tests that run against
-# every release (all stopped again on exit). 16.2's and 20.2's clusters hold data (an OSD, a
+# for the integration tests, and one of each other release of deploy/ceph-releases (18.2,
+# 20.2) for the tests that run against every release (all stopped again on exit). 16.2's and 20.2's clusters hold data (an OSD, a
 # radosgw, a pool, an RBD image, an RGW user: start-dashboard.sh --data), which tests such as
 # tests/it/cluster_data.rs read.
 set -euo pipefail
@@ -58,16 +58,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# 18.2's and 20.2's dashboards start in the background while the lints run; each start's
-# output (its time included) is in DIR.log.
-declare -A release_data=([18.2]="" [20.2]=--data)
-for release in 18.2 20.2; do
+# The dashboards of the releases other than the shared one's (deploy/ceph-releases:
+# TEST_CLUSTER) start in the background while the lints run; each start's output (its time
+# included) is in DIR.log.
+while read -r release _ _ cluster _; do
+  [[ $release != \#* && $cluster != shared ]] || continue
+  data=()
+  [[ $cluster != data ]] || data=(--data)
   release_dirs[$release]=$(mktemp -d "/tmp/clustergate-test-ceph-$release.XXXXXX")
-  # shellcheck disable=SC2086  # unquoted: empty for a cluster without data, no argument
-  deploy/ceph-dev/start-dashboard.sh --release "$release" ${release_data[$release]} "${release_dirs[$release]}" \
+  deploy/ceph-dev/start-dashboard.sh --release "$release" "${data[@]}" "${release_dirs[$release]}" </dev/null \
     >"${release_dirs[$release]}.log" 2>&1 &
   release_jobs[$release]=$!
-done
+done < <(grep -v '^[[:space:]]*$' deploy/ceph-releases)
 
 fast_tier
 # The dependency tree's licences, sources and duplicates (deny.toml).
@@ -77,7 +79,7 @@ fast_tier
 # its settings start their own.
 deploy/ceph-dev/start-dashboard.sh --data "$dash_dir" >/dev/null
 export CG_TEST_DASHBOARD_ENV="$dash_dir/dashboard.env"
-for release in 18.2 20.2; do
+for release in "${!release_jobs[@]}"; do
   if ! wait "${release_jobs[$release]}"; then
     cat "${release_dirs[$release]}.log" >&2
     echo "run.sh: the Ceph $release dashboard did not start" >&2

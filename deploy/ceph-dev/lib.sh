@@ -73,20 +73,29 @@ lock_dir() {
 }
 
 # ------------------------------------------------------------------ the Ceph release
-# 16.2 runs from the host's own packages; 18.2 and 20.2 run inside their Debian root
-# (release-root.sh), every ceph command prefixed with CGD_IN_ROOT. DIR/release names the
-# release of an instance from its first daemon on (stop-dashboard.sh and mgr.sh read it).
-CGD_RELEASES='16.2 18.2 20.2'
-CGD_RELEASE=16.2
+# The releases and how each is installed: deploy/ceph-releases. The host's release runs from
+# the host's own packages; the others run inside their Debian root (release-root.sh), every
+# ceph command prefixed with CGD_IN_ROOT. DIR/release names the release of an instance from
+# its first daemon on (stop-dashboard.sh and mgr.sh read it).
+CGD_RELEASES_FILE="$(dirname "$(realpath "${BASH_SOURCE[0]}")")/../ceph-releases"
+release_field() {  # RELEASE FIELD -> that field of RELEASE's line in deploy/ceph-releases
+  local column
+  case "$2" in suite) column=2 ;; root_extra) column=3 ;; test_cluster) column=4 ;; tls) column=5 ;;
+    *) die 2 "release_field: no field '$2'" ;; esac
+  awk -v r="$1" -v c="$column" '!/^#/ && $1 == r { print $c; exit }' "$CGD_RELEASES_FILE"
+}
+CGD_RELEASES=$(awk '!/^#/ && NF { printf "%s%s", sep, $1; sep = " " }' "$CGD_RELEASES_FILE")
+CGD_HOST_RELEASE=$(awk '!/^#/ && $2 == "host" { print $1; exit }' "$CGD_RELEASES_FILE")
+CGD_RELEASE=$CGD_HOST_RELEASE
 CGD_IN_ROOT=()
 release_setup() {  # RELEASE -> sets CGD_RELEASE and CGD_IN_ROOT (DIR must be set)
   case " $CGD_RELEASES " in *" $1 "*) ;; *) die 2 "unknown Ceph release '$1' (one of: $CGD_RELEASES)" ;; esac
   CGD_RELEASE=$1
-  if [ "$1" = 16.2 ]; then CGD_IN_ROOT=()
+  if [ "$1" = "$CGD_HOST_RELEASE" ]; then CGD_IN_ROOT=()
   else CGD_IN_ROOT=("$(dirname "$(realpath "${BASH_SOURCE[0]}")")/release-root.sh" run "$1" --bind "$DIR" --); fi
 }
-release_load() {  # the release of the instance in DIR (16.2 for one without DIR/release)
-  local r=16.2
+release_load() {  # the release of the instance in DIR (the host's for one without DIR/release)
+  local r=$CGD_HOST_RELEASE
   [ ! -f "$DIR/release" ] || r=$(cat "$DIR/release")
   release_setup "$r"
 }
@@ -104,7 +113,7 @@ daemon_argv() {  # NAME -> sets DAEMON_ARGV to PROGRAM -f WHO...
 
 # pid_is_ours PID NAME [DIR]: true if PID is the daemon NAME started by these scripts with
 # DIR/ceph.conf, i.e. /proc/PID/cmdline is "PROGRAM -f WHO -c DIR/ceph.conf", or ends so
-# while its launchers (setsid, and for 18.2/20.2 release-root.sh, unshare, sh and chroot)
+# while its launchers (setsid, and in a release's root release-root.sh, unshare, sh and chroot)
 # still exec their way to it.
 pid_is_ours() {
   local pid=$1 name=$2 dir=${3:-$DIR}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # release-root.sh -- the Debian root file systems that run Ceph releases other than the host's
-# own 16.2: 18.2 (Reef) from Debian trixie, 20.2 (Tentacle) from Debian forky, each built once
-# with debootstrap and Debian's packages only, kept in $CG_CEPH_ROOT_CACHE (default
+# own, each from the Debian suite deploy/ceph-releases names (18.2 from trixie, 20.2 from
+# forky), each built once with debootstrap and Debian's packages only, kept in $CG_CEPH_ROOT_CACHE (default
 # /var/cache/clustergate-ceph-dev/<suite>) and reused.
 #
 #   release-root.sh build RELEASE       build the root if it is not ready; prints its path
@@ -42,19 +42,21 @@ CACHE=${CG_CEPH_ROOT_CACHE:-/var/cache/clustergate-ceph-dev}
 # what every root gets: monmaptool is in ceph-base (trixie's ceph-mon no longer pulls it in)
 ROOT_PACKAGES=(ceph-mon ceph-mgr ceph-mgr-dashboard ceph-common ceph-base uuid-runtime)
 release_packages() {  # RELEASE -> ROOT_PACKAGES plus what that release's dashboard needs
-  # 20.2's NVMe-oF API (51 operations, scope nvme-of) is registered only when its gRPC client
-  # imports; Debian's ceph-mgr-dashboard does not depend on grpc, cephadm's images have it
-  [ "$1" != 20.2 ] || ROOT_PACKAGES+=(python3-grpcio python3-protobuf)
+  local extra more=()                 # (deploy/ceph-releases: ROOT_EXTRA)
+  extra=$(release_field "$1" root_extra)
+  [ -z "$extra" ] || [ "$extra" = - ] || IFS=, read -ra more <<<"$extra"
+  ROOT_PACKAGES+=("${more[@]}")
 }
 
 # what a cluster with data adds (start-dashboard.sh --data): a memstore OSD and a radosgw
 DATA_PACKAGES=(ceph-osd radosgw)
 
-release_suite() {  # RELEASE -> Debian suite that packages it
-  case "$1" in
-    18.2) printf trixie ;;
-    20.2) printf forky ;;
-    *) die 2 "no root for Ceph release '$1' (18.2 or 20.2; 16.2 runs on the host)" ;;
+release_suite() {  # RELEASE -> Debian suite that packages it (deploy/ceph-releases: SUITE)
+  local suite
+  suite=$(release_field "$1" suite)
+  case "$suite" in
+    ''|host) die 2 "no root for Ceph release '$1' (deploy/ceph-releases: $CGD_HOST_RELEASE runs on the host)" ;;
+    *) printf '%s' "$suite" ;;
   esac
 }
 

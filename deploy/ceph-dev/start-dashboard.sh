@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# start-dashboard.sh -- start a REAL Ceph manager dashboard (16.2, 18.2 or 20.2) on 127.0.0.1
-# for clustergate's integration tests, benchmarks and trials: one ceph-mon "a", one ceph-mgr
+# start-dashboard.sh -- start a REAL Ceph manager dashboard (a release of
+# deploy/ceph-releases) on 127.0.0.1 for clustergate's integration tests, benchmarks and trials: one ceph-mon "a", one ceph-mgr
 # "x" (and with CG_CEPH_STANDBY=1 a standby ceph-mgr "y"), no OSDs, cephx on, no systemd, every
 # port chosen free at run time, all state, logs and sockets under one directory. With --data
 # (or CG_CEPH_DATA=1) also a cluster that holds data: one memstore OSD "0", a radosgw
 # "rgw.a" known to the dashboard, a pool of size 1 with an RBD image, and an RGW user.
 #
-#   deploy/ceph-dev/start-dashboard.sh [--release 16.2|18.2|20.2] [--data] [DIR]
+#   deploy/ceph-dev/start-dashboard.sh [--release RELEASE] [--data] [DIR]
 #                                    DIR default: $CG_CEPH_DIR or /tmp/clustergate-ceph
-#                                    release default: $CG_CEPH_RELEASE or 16.2
+#                                    release default: $CG_CEPH_RELEASE or the host's (16.2)
 #
-# 16.2 runs from the host's Debian 12 packages; 18.2 (trixie) and 20.2 (forky) run inside a
-# Debian root that release-root.sh builds on first use and caches (root needed).
+# The host's release runs from the host's Debian 12 packages; the others (18.2, 20.2) inside
+# the Debian root of deploy/ceph-releases' suite that release-root.sh builds on first use and
+# caches (root needed).
 #
 # Prints the active dashboard URL on stdout (progress goes to stderr) and writes
 # DIR/dashboard.env (source it). Idempotent: when DIR's daemons are alive and the service
@@ -26,7 +27,7 @@ CGD_PROG='start-dashboard.sh'
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 . "$(dirname "$(realpath "$0")")/lib.sh"
 
-USAGE='usage: start-dashboard.sh [--release 16.2|18.2|20.2] [--data] [DIR]'
+USAGE="usage: start-dashboard.sh [--release ${CGD_RELEASES// /|}] [--data] [DIR]"
 REQ_RELEASE=${CG_CEPH_RELEASE:-}
 REQ_DATA_GIVEN=${CG_CEPH_DATA:-}
 arg_dir=""
@@ -41,7 +42,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 DIR=$(resolve_dir "${arg_dir:-${CG_CEPH_DIR:-/tmp/clustergate-ceph}}")
-release_setup "${REQ_RELEASE:-16.2}"
+release_setup "${REQ_RELEASE:-$CGD_HOST_RELEASE}"
 # Everything but the final URL goes to stderr: stdout is kept on fd 3.
 exec 3>&1 1>&2
 
@@ -60,8 +61,8 @@ REQ_JWT_TTL=${CG_CEPH_JWT_TTL:-}
 [[ $CGD_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die 2 "CG_CEPH_TIMEOUT must be a positive number of seconds"
 # Reef's certificate check imports trixie's python3-cryptography (PyO3), which no ceph-mgr
 # sub-interpreter can load: its HTTPS port never opens.
-[ "$REQ_TLS" = 0 ] || [ "$CGD_RELEASE" != 18.2 ] ||
-  die 2 "CG_CEPH_TLS=1 does not work with Ceph 18.2 from Debian (python3-cryptography cannot load in ceph-mgr); use 16.2 or 20.2"
+[ "$REQ_TLS" = 0 ] || [ "$(release_field "$CGD_RELEASE" tls)" != no ] ||
+  die 2 "CG_CEPH_TLS=1 does not work with Ceph $CGD_RELEASE from Debian (deploy/ceph-releases); use another release"
 
 # ------------------------------------------------------------------ packages
 PKGS=(ceph-mon ceph-mgr ceph-mgr-dashboard ceph-common uuid-runtime curl openssl)
@@ -101,7 +102,7 @@ install_packages() {
 INSTALL=${CG_CEPH_INSTALL:-auto}
 is_true "${CG_CEPH_NO_INSTALL:-}" && INSTALL=never
 case "$INSTALL" in auto|always|never) ;; *) die 2 "CG_CEPH_INSTALL must be auto, always or never" ;; esac
-if [ "$CGD_RELEASE" != 16.2 ]; then
+if [ "$CGD_RELEASE" != "$CGD_HOST_RELEASE" ]; then
   # the release's root: built (and timed) on first use, then reused; with data, ceph-osd and
   # radosgw are added to it once (release-root.sh data)
   if [ "$INSTALL" = never ]; then

@@ -7,8 +7,8 @@
 # data), mgrs, then the mon -- and only while /proc/PID/cmdline still reads
 # "PROGRAM -f WHO -c DIR/ceph.conf" (lib.sh's daemon_argv): SIGTERM, then SIGKILL
 # after CG_CEPH_STOP_TIMEOUT seconds (default 15). Releases the instance's port reservations.
-# For 18.2/20.2 nothing is mounted on the host (each daemon's mounts are in its own mount
-# namespace and end with it); the empty mount point of DIR in the release's root is removed.
+# For a release in a root (18.2, 20.2) nothing is mounted on the host (each daemon's mounts
+# are in its own mount namespace and end with it); the empty mount point of DIR in the release's root is removed.
 # --purge (or CG_CEPH_PURGE=1) then deletes DIR, but only if it carries start-dashboard.sh's
 # marker file. Exit codes: 0 ok (also when nothing was running), 1 a daemon would not die,
 # 2 usage, 4 --purge refused (no marker).
@@ -46,10 +46,10 @@ else
   log "no $DIR/pids; nothing to stop"
 fi
 if [ -e "$DIR/$CGD_MARKER" ] && [ "$rc" = 0 ]; then reg_release; fi
-# 18.2/20.2: the daemons' mounts lived in their own mount namespaces and ended with them;
+# a release in a root: the daemons' mounts lived in their own mount namespaces and ended with them;
 # what is left is the empty mount point of DIR inside the release's root
 release_load
-if [ "$rc" = 0 ] && [ "$CGD_RELEASE" != 16.2 ]; then "${CGD_IN_ROOT[0]}" unbind "$CGD_RELEASE" "$DIR"; fi
+if [ "$rc" = 0 ] && [ "$CGD_RELEASE" != "$CGD_HOST_RELEASE" ]; then "${CGD_IN_ROOT[0]}" unbind "$CGD_RELEASE" "$DIR"; fi
 
 if [ "$PURGE" = 1 ]; then
   [ "$rc" = 0 ] || die 1 "not purging $DIR: a daemon is still running"

@@ -23,7 +23,10 @@ ROOF = {
 }
 # Folders whose files are residents of one kind, each standing alone (mod.rs, the home's
 # shared part, and the names listed as shared may be imported by all of them).
-HOMES = {}
+HOMES = {
+    # src/releases/v<X>_<Y>.rs: one Ceph release each (tests.rs holds them to the lists)
+    ("releases",): ("release", {"tests"}),
+}
 SUPER_PATH = re.compile(r"\bsuper::([a-z_][a-z0-9_]*)")
 CRATE_PATH = re.compile(r"\bcrate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)")
 USE_GROUP = re.compile(r"\buse\s+crate::\{([^;]*)\};", re.S)

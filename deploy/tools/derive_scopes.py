@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Derive conf/scopes.toml: the security scope and permission the Ceph dashboard
+"""Derive conf/scopes/16.2.toml: the security scope and permission the Ceph dashboard
 itself requires for every operation of its REST API.
 
 How it works (and why it is trustworthy):
@@ -44,18 +44,18 @@ bcrypt, rados, rbd, cephfs, ceph_argparse; on Debian 12 that is
 /usr/bin/python3 with ceph-mgr-dashboard installed; the script re-executes
 itself with /usr/bin/python3 when the current interpreter lacks cherrypy):
 
-    deploy/tools/derive_scopes.py                      # writes conf/scopes.toml
+    deploy/tools/derive_scopes.py                      # writes conf/scopes/16.2.toml
     deploy/tools/derive_scopes.py --check              # exit 1 if it is stale
     deploy/tools/derive_scopes.py --mgr-dir /path/to/src/pybind/mgr \\
         --openapi /path/to/api-all.json --ceph-version 17.2.9 --output /tmp/s.toml
 
-Ceph 18.2 and 20.2 (conf/scopes-18.2.toml, conf/scopes-20.2.toml): run it with the
+Ceph 18.2 and 20.2 (conf/scopes/18.2.toml, conf/scopes/20.2.toml): run it with the
 release's own Python and dashboard package, inside the release's Debian root
 (deploy/ceph-dev/release-root.sh), with the dashboard's own offline OpenAPI generator:
 
     deploy/ceph-dev/release-root.sh run 20.2 --bind "$PWD" -- python3 \
         "$PWD/deploy/tools/derive_scopes.py" --openapi generate \
-        --output "$PWD/conf/scopes-20.2.toml"
+        --output "$PWD/conf/scopes/20.2.toml"
 
 For another Ceph version point --mgr-dir at that version's ``src/pybind/mgr``
 (or /usr/share/ceph/mgr of an installed ceph-mgr-dashboard) and --openapi at
@@ -75,7 +75,7 @@ from collections import Counter
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 DEFAULT_MGR_DIR = '/usr/share/ceph/mgr'
 DEFAULT_OPENAPI = '/work/shared/ceph-dashboard/ceph-16.2-api-all.json'
-DEFAULT_OUTPUT = os.path.join(REPO, 'conf', 'scopes.toml')
+DEFAULT_OUTPUT = os.path.join(REPO, 'conf', 'scopes', '16.2.toml')
 SYSTEM_PYTHON = '/usr/bin/python3'
 
 PERMISSION_MAP = {'GET': 'read', 'POST': 'create', 'PUT': 'update', 'DELETE': 'delete'}

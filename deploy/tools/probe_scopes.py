@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check conf/scopes.toml against a live dashboard (or anything that claims to
+"""Check conf/scopes/16.2.toml against a live dashboard (or anything that claims to
 enforce the same rules, e.g. clustergate in front of one).
 
 For every operation in the table it sends the request, with path parameters
@@ -70,7 +70,7 @@ except ImportError:  # pragma: no cover
     import tomli as tomllib  # type: ignore
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-DEFAULT_TABLE = os.path.join(REPO, 'conf', 'scopes.toml')
+DEFAULT_TABLE = os.path.join(REPO, 'conf', 'scopes', '16.2.toml')
 DEFAULT_OPENAPI = '/work/shared/ceph-dashboard/ceph-16.2-api-all.json'
 DUMMY = 'cg-probe-nonexistent'
 V1 = 'application/vnd.ceph.api.v1.0+json'

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use http::{HeaderMap, Method};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
-pub use releases::{ReleaseTables, TableChoice};
+pub use releases::{ReleaseTables, Rules, TableChoice};
 pub use table::{AccessError, AccessTable, Lookup, OperationId, Requirement};
 
 use crate::auth::{Auth, AuthError};
@@ -143,6 +143,11 @@ impl Admission {
     /// The table for a manager running `manager` (`None`: not known).
     pub fn table_for(&self, manager: Option<CephRelease>) -> TableChoice {
         self.tables.choose(manager)
+    }
+
+    /// The rules for a request to a manager running `manager` (`None`: not known).
+    pub fn rules_for(&self, manager: Option<CephRelease>) -> Rules {
+        self.tables.rules_for(manager)
     }
 
     /// The operation of the `choice` table `method path` matches, and what it needs.

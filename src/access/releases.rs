@@ -8,6 +8,8 @@ use http::Method;
 use super::table::{AccessTable, Lookup, OperationId};
 use crate::ceph_release::CephRelease;
 use crate::config::{AccessConfig, UnknownOperations};
+use crate::releases;
+use crate::users::RoleEdition;
 
 /// The tables of one configuration, oldest release first.
 #[derive(Debug, Default)]
@@ -24,6 +26,13 @@ pub struct TableChoice {
     pub release: Option<CephRelease>,
     /// The manager runs exactly that release (or the table is the only one).
     pub exact: bool,
+}
+
+/// The rules for a request: the table and the system roles of its manager's release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    pub table: TableChoice,
+    pub edition: RoleEdition,
 }
 
 impl ReleaseTables {
@@ -68,6 +77,18 @@ impl ReleaseTables {
         match at_or_below {
             Some(position) => choice(position, self.tables[position].0 == Some(manager)),
             None => choice(newest, false),
+        }
+    }
+
+    /// The rules with the manager running `manager` (`None`: not known yet, or no
+    /// manager): its table (see [`ReleaseTables::choose`]) and the roles of its release
+    /// family (`releases::family`); until the release is known the chosen table's
+    /// release's; without one (an operator's table naming none) the oldest release's.
+    pub fn rules_for(&self, manager: Option<CephRelease>) -> Rules {
+        let table = self.choose(manager);
+        Rules {
+            table,
+            edition: releases::family(manager.or(table.release)).edition,
         }
     }
 

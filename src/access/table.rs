@@ -1,6 +1,6 @@
 //! Authorization at the edge: what each dashboard operation needs (no token, a token, or
-//! a permission on a scope), from the shipped table (`conf/scopes.toml`, derived from the
-//! dashboard's own routing), compiled once into a matcher over path segments.
+//! a permission on a scope), from a release's table (`conf/scopes/<release>.toml`, derived
+//! from the dashboard's own routing), compiled once into a matcher over path segments.
 
 use std::collections::HashMap;
 

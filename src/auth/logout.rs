@@ -74,9 +74,10 @@ fn logout_body(edition: RoleEdition, provider_logout: Option<String>) -> Value {
         "local"
     };
     let redirect_url = provider_logout.unwrap_or_else(|| "#/login".to_string());
-    match edition {
-        RoleEdition::Pacific => json!({ "redirect_url": redirect_url }),
-        RoleEdition::Tentacle => json!({ "redirect_url": redirect_url, "protocol": protocol }),
+    if crate::releases::answers(edition).logout_names_protocol {
+        json!({ "redirect_url": redirect_url, "protocol": protocol })
+    } else {
+        json!({ "redirect_url": redirect_url })
     }
 }
 

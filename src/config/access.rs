@@ -7,27 +7,10 @@ use super::file::{AccessSection, OperationEntry, ScopesFile};
 use super::parse::Source;
 use super::ConfigErrors;
 use crate::ceph_release::CephRelease;
+use crate::releases::{self, REGISTRY};
 use crate::users::{Permission, Scope};
 use crate::versioning::ApiVersion;
 
-/// The scope tables the binary carries, by Ceph release, each derived from that release's
-/// dashboard (`deploy/tools/derive_scopes.py` in its Debian root) and probed against it
-/// (tests/it/scope_table.rs). The first, 16.2's, is the default: a configuration file alone
-/// starts the gateway.
-const BUILT_IN_TABLES: [(&str, &str); 3] = [
-    ("16.2", include_str!("../../conf/scopes.toml")),
-    ("18.2", include_str!("../../conf/scopes-18.2.toml")),
-    ("20.2", include_str!("../../conf/scopes-20.2.toml")),
-];
-
-/// The built-in scope table (TOML text, the `access.scopes_file` format) of Ceph `release`
-/// (`"16.2"`, `"18.2"`, `"20.2"`), `None` for a release the binary has no table for.
-pub fn built_in_table(release: &str) -> Option<&'static str> {
-    BUILT_IN_TABLES
-        .iter()
-        .find(|(r, _)| *r == release)
-        .map(|(_, table)| *table)
-}
 /// How problems of the built-in tables are reported (they are tested, so only a broken build).
 const BUILT_IN_NAME: &str = "built-in scope table";
 
@@ -138,7 +121,8 @@ pub(super) fn validate(
 }
 
 /// `(name for errors, TOML text)` of each table to read: the operator's file, the pinned
-/// release's built-in table, or every built-in table.
+/// release's built-in table, or every built-in table (`releases::REGISTRY`: each derived
+/// from that release's dashboard and probed against it, tests/it/scope_table.rs).
 fn table_sources(
     errors: &mut ConfigErrors,
     f: &Path,
@@ -163,14 +147,14 @@ fn table_sources(
                 Vec::new()
             }
         },
-        (None, None | Some("auto")) => BUILT_IN_TABLES
+        (None, None | Some("auto")) => REGISTRY
             .iter()
-            .map(|(release, text)| built_in(release, text))
+            .map(|release| built_in(release.version, release.table))
             .collect(),
-        (None, Some(release)) => match built_in_table(release) {
-            Some(text) => vec![built_in(release, text)],
+        (None, Some(release)) => match releases::built_in(release) {
+            Some(known) => vec![built_in(release, known.table)],
             None => {
-                let known: Vec<&str> = BUILT_IN_TABLES.iter().map(|(r, _)| *r).collect();
+                let known: Vec<&str> = REGISTRY.iter().map(|r| r.version).collect();
                 errors.push(f, "access.release", format!("no built-in table for {release:?}: use \"auto\" (each manager's own release) or one of {}", known.join(", ")));
                 Vec::new()
             }
@@ -348,7 +332,8 @@ mod tests {
     /// table gets, the default `access.open_operations` included.
     #[test]
     fn every_built_in_table_is_a_valid_table_of_its_release() {
-        for (release, text) in BUILT_IN_TABLES {
+        for release in REGISTRY.iter() {
+            let (release, text) = (release.version, release.table);
             let file: ScopesFile = toml::from_str(text).expect("a scope table");
             let version = file.ceph_version.clone().unwrap_or_default();
             assert!(
@@ -366,8 +351,6 @@ mod tests {
             check_named_operations(&mut errors, at, &access, &rules.iter().collect::<Vec<_>>());
             assert!(errors.is_empty(), "{release}: {errors}");
             assert!(rules.len() > 250, "{release}: {} operations", rules.len());
-            assert_eq!(built_in_table(release), Some(text));
         }
-        assert_eq!(built_in_table("19.2"), None);
     }
 }

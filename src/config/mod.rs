@@ -23,7 +23,7 @@ mod users;
 
 use std::path::{Path, PathBuf};
 
-pub use access::{built_in_table, AccessConfig, OperationRule, ReleaseRules, UnknownOperations};
+pub use access::{AccessConfig, OperationRule, ReleaseRules, UnknownOperations};
 pub use answer_cache::{AnswerCacheConfig, POLLED_OPERATIONS};
 pub use auth::{ApiConfig, AuthConfig, AuthSource, LockoutPolicy, DASHBOARD_LOCKOUT_ATTEMPTS};
 pub use error::{ConfigError, ConfigErrors};

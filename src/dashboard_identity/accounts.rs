@@ -16,13 +16,14 @@ use super::admin_api::{AdminApi, ScopesPermissions};
 use super::{password, DashboardIdentity, IdentityError};
 use crate::config::LoginBackoff;
 use crate::observe::metrics::Metrics;
+use crate::releases;
 use crate::secrets::Secret;
 use crate::state::{AccountTokens, AccountUse, DashboardAttempts, StateError, UnixTime};
 use crate::upstream::credentials::{AccountStores, CredentialError, ServiceAccount};
 use crate::upstream::failover::{self, TokenRefusal};
 use crate::upstream::login::LoginError;
 use crate::upstream::{Backend, Upstreams};
-use crate::users::{CustomRole, RoleEdition, Scope, User};
+use crate::users::{CustomRole, RoleEdition, User};
 
 /// The accounts the gateway manages are named `cg-<digest of their roles>`: no name a
 /// person or the cluster's own tools choose looks like it.
@@ -44,9 +45,6 @@ const RECHECK: Duration = Duration::from_secs(300);
 /// An account's use is recorded at most this often (seconds) by each process: `accounts
 /// prune` counts unused time in days.
 const RECORD_EVERY: UnixTime = 600;
-
-/// Scopes 16.2 to 19.x do not know: a mirrored role naming them would be refused there.
-const NEWER_SCOPES: [Scope; 2] = [Scope::NvmeOf, Scope::Smb];
 
 pub struct RoleAccounts {
     /// The administrator account that makes and mends the others.
@@ -226,7 +224,7 @@ impl RoleAccounts {
         reset: bool,
     ) -> Result<(), IdentityError> {
         let api = self.admin_api(upstreams, backend, token);
-        let edition = RoleEdition::of(backend.release());
+        let edition = releases::family(backend.release()).edition;
         for custom in &account.custom {
             self.mirror_role(&api, custom, edition).await?;
         }
@@ -509,7 +507,8 @@ fn sorted_custom(user: &User) -> Vec<CustomRole> {
 /// What `custom` grants, as the dashboard of `edition` lists a role's permissions.
 fn scopes_permissions(custom: &CustomRole, edition: RoleEdition) -> ScopesPermissions {
     let known = |scope: &&str| {
-        edition == RoleEdition::Tentacle || !NEWER_SCOPES.iter().any(|s| s.name() == *scope)
+        let unknown = releases::answers(edition).unknown_scopes;
+        !unknown.iter().any(|s| s.name() == *scope)
     };
     custom
         .grants

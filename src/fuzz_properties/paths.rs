@@ -16,7 +16,7 @@ use super::cases;
 use super::mutate::{Corpus, Mutant};
 use crate::edge::paths::{normalize, PathError, MAX_PATH_BYTES};
 
-const SCOPE_TABLE: &str = include_str!("../../conf/scopes.toml");
+const SCOPE_TABLE: &str = include_str!("../../conf/scopes/16.2.toml");
 
 /// Values for the templates' parameters, as the dashboard's web UI sends them.
 const PARAMETER_VALUES: &[&str] = &[
@@ -33,7 +33,7 @@ const PARAMETER_VALUES: &[&str] = &[
 
 /// The scope table's path templates, each parameter filled with one of the values.
 fn dashboard_paths() -> Vec<String> {
-    let table: toml::Table = SCOPE_TABLE.parse().expect("conf/scopes.toml parses");
+    let table: toml::Table = SCOPE_TABLE.parse().expect("conf/scopes/16.2.toml parses");
     let mut paths: Vec<String> = table["operation"]
         .as_array()
         .expect("operations")

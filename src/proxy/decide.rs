@@ -8,16 +8,16 @@ use pingora::prelude::*;
 use pingora::proxy::Session;
 
 use super::{Gateway, RequestCtx};
-use crate::access::{self, Admission, Lookup, TableChoice};
+use crate::access::{self, Admission, Lookup, Rules};
 use crate::answer_cache::Stored;
 use crate::auth::{self, AuthRequest};
-use crate::ceph_release::CephRelease;
 use crate::docs;
 use crate::edge::paths;
 use crate::edge::request::{self, BodyLimits};
 use crate::edge::respond::LocalResponse;
 use crate::errors::GatewayError;
 use crate::forward::{self, Forward};
+use crate::releases;
 use crate::routes::Route;
 use crate::state::{unix_now, unix_now_ms};
 use crate::upstream::in_flight::Place;
@@ -61,7 +61,7 @@ impl Gateway {
             Route::Docs => {
                 let method = &session.req_header().method;
                 let admission = self.admission.load();
-                let (table, _) = self.release_now(&admission);
+                let table = self.rules_now(&admission).table;
                 let offered = |method: &http::Method, template: &str| {
                     admission.offer(table, method, template)
                 };
@@ -91,9 +91,10 @@ impl Gateway {
         // of the active manager's release.
         let admission = self.admission.load_full();
         let active = self.upstreams.active_release();
-        let (table, edition) = release_in_effect(&admission, active.release());
-        let lookup = admission.lookup(table, &session.req_header().method, path, ctx.route);
-        let request = access::Request::of(session.req_header(), ctx.route, path, edition);
+        let rules = admission.rules_for(active.release());
+        let method = &session.req_header().method;
+        let lookup = admission.lookup(rules.table, method, path, ctx.route);
+        let request = access::Request::of(session.req_header(), ctx.route, path, rules.edition);
         let admitted = self.admit(&admission, request, lookup, active).await;
         if admitted.is_ok() && lookup.operation.is_none() && ctx.route == Route::Api {
             self.note_unknown(&admission, &session.req_header().method, path, ctx);
@@ -165,9 +166,10 @@ impl Gateway {
         Some(identity.seen_as(user))
     }
 
-    /// The table and the system roles that apply now (see [`release_in_effect`]).
-    fn release_now(&self, admission: &Admission) -> (TableChoice, RoleEdition) {
-        release_in_effect(admission, self.upstreams.active_release().release())
+    /// The rules that apply now: those of the active manager's release
+    /// (`Admission::rules_for`).
+    fn rules_now(&self, admission: &Admission) -> Rules {
+        admission.rules_for(self.upstreams.active_release().release())
     }
 
     /// What a forwarded body may be: small for the operations served without a token
@@ -182,7 +184,7 @@ impl Gateway {
     /// The system roles an auth endpoint answers with (see [`roles_answered`]). A logout
     /// grants nothing: it is answered whatever is known.
     fn auth_roles(&self, route: Route) -> Result<RoleEdition, GatewayError> {
-        let (_, guess) = self.release_now(&self.admission.load());
+        let guess = self.rules_now(&self.admission.load()).edition;
         if route == Route::Logout {
             return Ok(guess);
         }
@@ -227,7 +229,7 @@ impl Gateway {
     ) -> Result<LocalResponse, GatewayError> {
         let limits = self.body_limits(auth::BODY_LIMIT);
         let body = request::read_body(session, limits, &self.body_budget).await?;
-        let (_, edition) = self.release_now(&self.admission.load());
+        let edition = self.rules_now(&self.admission.load()).edition;
         let req = AuthRequest::of(session.req_header(), body.bytes, ctx.client, edition);
         let method = &session.req_header().method;
         self.auth
@@ -258,17 +260,6 @@ impl Gateway {
     }
 }
 
-/// The table and the system roles that apply with the active manager running `manager`:
-/// its release's, once known; until then the table `access` chooses (the newest) and its
-/// release's roles; without dashboards 16.2's roles.
-fn release_in_effect(
-    admission: &Admission,
-    manager: Option<CephRelease>,
-) -> (TableChoice, RoleEdition) {
-    let table = admission.table_for(manager);
-    (table, RoleEdition::of(manager.or(table.release)))
-}
-
 /// The system roles whose `permissions` a login or a token check answers with: those of
 /// the release the managers are known to run (`Upstreams::release_known`); without
 /// dashboards, where nothing is forwarded, `guess`. `None` while that release is not
@@ -280,12 +271,13 @@ fn roles_answered(upstreams: &Upstreams, guess: RoleEdition) -> Option<RoleEditi
     }
     upstreams
         .release_known()
-        .map(|release| RoleEdition::of(Some(release)))
+        .map(|release| releases::family(Some(release)).edition)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ceph_release::CephRelease;
     use crate::upstream::BackendState;
 
     #[test]

@@ -9,8 +9,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::ceph_release::CephRelease;
-
 /// How many scopes the dashboards have together (20.2's 19).
 const SCOPES: usize = 19;
 
@@ -160,7 +158,8 @@ pub enum Role {
     SmbManager,
 }
 
-/// Which release's definitions of the system roles apply.
+/// Which release's definitions of the system roles apply (each release says which its
+/// dashboard has: `releases`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RoleEdition {
     /// Ceph 16.2 to 19.x.
@@ -173,15 +172,6 @@ const EDITIONS: usize = 2;
 
 impl RoleEdition {
     pub const ALL: [RoleEdition; EDITIONS] = [RoleEdition::Pacific, RoleEdition::Tentacle];
-
-    /// The edition of `release`; 16.2's without one (a gateway without dashboards answers
-    /// as it always has).
-    pub fn of(release: Option<CephRelease>) -> RoleEdition {
-        match release {
-            Some(r) if r.major >= 20 => RoleEdition::Tentacle,
-            _ => RoleEdition::Pacific,
-        }
-    }
 }
 
 impl Role {
@@ -545,10 +535,5 @@ mod tests {
         let ganesha = Grants::of(&[Role::GaneshaManager]);
         assert!(ganesha.allows(Tentacle, Scope::Smb, Permission::Read));
         assert!(!ganesha.allows(Tentacle, Scope::Smb, Permission::Create));
-        let release = |text| RoleEdition::of(crate::ceph_release::CephRelease::parse(text));
-        assert_eq!(release("18.2"), Pacific);
-        assert_eq!(release("19.2"), Pacific);
-        assert_eq!(release("20.2"), Tentacle);
-        assert_eq!(RoleEdition::of(None), Pacific);
     }
 }

@@ -147,8 +147,11 @@ fn serves(template: &str, path: &str) -> bool {
 
 /// The operations of 16.2's built-in table.
 fn table_16_2() -> Vec<(String, String)> {
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/conf/scopes.toml")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/conf/scopes/16.2.toml"
+    ))
+    .unwrap();
     let table: toml::Value = toml::from_str(&text).unwrap();
     let operations = table["operation"].as_array().unwrap().iter();
     operations

@@ -142,7 +142,7 @@ fn a_scopes_file_replaces_the_built_in_table() {
 fn open_operations_must_be_public_in_the_table() {
     let d = dir();
     crate::secrets::write_private(&d.path().join("upstream.pass"), "stand-in".as_bytes()).unwrap();
-    let scopes = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/scopes.toml");
+    let scopes = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/scopes/16.2.toml");
     let text = format!(
         "[upstream]\nservers = [\"http://127.0.0.1:1\"]\n[access]\nscopes_file = {scopes:?}\nopen_operations = [\"GET /api/pool\"]\n"
     );

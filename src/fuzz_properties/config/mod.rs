@@ -17,7 +17,7 @@ use super::mutate::{Corpus, Mutant};
 use crate::config::{Config, ConfigErrors};
 
 const SHIPPED: &str = include_str!("../../../conf/clustergate.toml");
-const SHIPPED_SCOPES: &str = include_str!("../../../conf/scopes.toml");
+const SHIPPED_SCOPES: &str = include_str!("../../../conf/scopes/16.2.toml");
 const SHIPPED_USERS: &str = include_str!("../../../conf/users.example.toml");
 
 const ARGON: &str =

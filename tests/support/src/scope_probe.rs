@@ -1,5 +1,5 @@
 //! The scope probe: every operation of the dashboard's release's scope table
-//! (conf/scopes.toml for 16.2, conf/scopes-18.2.toml, conf/scopes-20.2.toml) that needs a
+//! (conf/scopes/<release>.toml) that needs a
 //! token, sent through the gateway and straight to the dashboard as the same users, and
 //! whether each refused it (403) alike. tests/it/scope_table.rs runs it for every release,
 //! tests/it/import.rs for an imported custom role.
@@ -93,13 +93,9 @@ const CLOSED_AT_THE_GATEWAY: [&str; 1] = ["POST /api/user/{username}/change_pass
 
 /// The scope table derived from Ceph `release`'s dashboard.
 pub fn scope_table(release: &str) -> std::path::PathBuf {
-    let name = match release {
-        "16.2" => "scopes.toml".to_string(),
-        _ => format!("scopes-{release}.toml"),
-    };
     std::path::Path::new(crate::REPO_ROOT)
-        .join("conf")
-        .join(name)
+        .join("conf/scopes")
+        .join(format!("{release}.toml"))
 }
 
 fn operations(release: &str) -> Vec<Operation> {
