@@ -25,6 +25,7 @@ mod promql;
 mod redis;
 mod requests;
 mod scope_probe;
+mod source_contract;
 #[path = "../../../src/test_ports.rs"]
 mod test_ports;
 mod users;
@@ -45,6 +46,7 @@ pub use promql::*;
 pub use redis::*;
 pub use requests::*;
 pub use scope_probe::*;
+pub use source_contract::*;
 pub use test_ports::{free_port, free_ports};
 pub use users::*;
 
