@@ -222,7 +222,7 @@ impl Reloader {
         live.auth.users.store(Arc::new(prepared.users));
         live.auth.tokens.store(Arc::new(prepared.tokens));
         live.admission.store(Arc::new(prepared.admission));
-        if let (Some(provider), Some(role_map)) = (&live.auth.oidc, prepared.role_map) {
+        if let (Some(provider), Some(role_map)) = (live.auth.provider(), prepared.role_map) {
             // Provider tokens are mapped on every request: the next one gets the new roles.
             provider.role_map.store(Arc::new(role_map));
         }

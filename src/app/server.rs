@@ -26,7 +26,7 @@ use super::reload::{Live, Reloader};
 use super::upgrade::{self, Invocation, SelfUpgrade};
 use crate::access::Admission;
 use crate::answer_cache::AnswerCache;
-use crate::auth::{self, Auth, DashboardAccounts, RefusalFloor};
+use crate::auth::{self, Auth, AuthParts, DashboardAccounts};
 use crate::config::{Config, OidcConfig, ServerConfig, TlsMode, UpstreamIdentity};
 use crate::edge::body_budget::{self, BodyBudget};
 use crate::edge::connections::ClientConnections;
@@ -350,24 +350,23 @@ fn auth(
 ) -> Arc<Auth> {
     let identity = config.identity();
     let (users, tokens) = logins;
-    Arc::new(Auth {
-        users: ArcSwap::from_pointee(users),
-        tokens: ArcSwap::from_pointee(tokens),
-        stores: stores.clone(),
+    Arc::new(Auth::new(AuthParts {
+        source: config.auth.source,
+        lockout: config.auth.lockout,
+        failed_logins_per_client: config.auth.failed_logins_per_client,
         passwords: PasswordChecker::new(
             config.auth.max_concurrent_hashes,
             config.auth.max_queued_logins,
         ),
-        lockout: config.auth.lockout,
-        failed_logins_per_client: config.auth.failed_logins_per_client,
-        metrics: metrics.clone(),
         vendor: config.api.vendor.clone(),
         tls: tls_on,
-        source: config.auth.source,
+        users,
+        tokens,
+        stores: stores.clone(),
+        metrics: metrics.clone(),
         dashboard: users_own_accounts(dashboards, identity, &config.api.vendor, stores),
-        refusal_floor: RefusalFloor::default(),
         oidc: provider.clone(),
-    })
+    }))
 }
 
 /// With `upstream.identity = "user"`: the users' own dashboard accounts, logged in as

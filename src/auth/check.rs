@@ -44,10 +44,7 @@ impl Auth {
                     "UNAVAILABLE"
                 };
                 // With single sign-on the UI's login page sends the browser to the provider.
-                let login_url = match self.oidc {
-                    Some(_) => super::sso::LOGIN_URL,
-                    None => "#/login",
-                };
+                let login_url = self.sources.login_url().unwrap_or("#/login");
                 json!({"login_url": login_url, "cluster_status": cluster_status}).to_string()
             }
         };

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use serde_json::Value;
 
+use super::{AuthError, TokenRejection};
 use crate::state::{StateError, UnixTime, UserSession, UserSessions};
 use crate::upstream::login::{self, LoginError};
 use crate::upstream::{health, BackendState, Upstreams};
@@ -181,6 +182,15 @@ impl DashboardAccounts {
         Ok(Some(session))
     }
 
+    /// The session a gateway token needs (`TokenRejection::NoSession` once it has ended).
+    pub(super) async fn session(
+        &self,
+        jti: &str,
+        now: UnixTime,
+    ) -> Result<Arc<Session>, TokenRejection> {
+        self.find(jti, now).await?.ok_or(TokenRejection::NoSession)
+    }
+
     /// Ends the session of `jti` here and in the store; with `log_out`, on the dashboard
     /// too (its token is refused from then on). A dashboard that cannot be told is logged:
     /// its token then ends at its own `exp`.
@@ -215,6 +225,17 @@ impl DashboardAccounts {
             }
         }
         self.cache.insert(jti.to_string(), session.clone());
+    }
+}
+
+/// A dashboard that could not answer a login: 503 (the client tries again), never a 500.
+pub(super) fn unavailable(e: DashboardError) -> AuthError {
+    match e {
+        DashboardError::Store(e) => AuthError::State(e),
+        other => {
+            tracing::warn!(error = %other, "the dashboard could not answer a login");
+            AuthError::Unavailable("the dashboard cannot check the login now; try again".into())
+        }
     }
 }
 

@@ -43,8 +43,10 @@ impl Auth {
         );
         // A single sign-on user's browser logs out at the provider too (RP-initiated
         // logout), then comes back to the UI.
-        let provider = self.oidc.as_ref().filter(|_| claims.idp.is_some());
-        let provider_logout = provider.and_then(|p| p.logout_url(&format!("{}/", p.home)));
+        let provider_logout = self
+            .sources
+            .issuer_of(&claims)
+            .and_then(|source| source.logout_url(&claims));
         let mut answer = LocalResponse::json(
             200,
             self.content_type(negotiated),

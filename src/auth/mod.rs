@@ -5,12 +5,13 @@
 mod check;
 mod client_limit;
 mod dashboard;
-mod dashboard_login;
 mod error;
-mod login;
 mod logout;
+mod password_login;
+mod policy;
 mod refusal_time;
 pub mod request;
+mod source;
 mod sso;
 
 use std::sync::Arc;
@@ -24,14 +25,16 @@ use crate::observe::metrics::{Metrics, TokenCheckResult};
 use crate::oidc::{KeyError, OidcError, Provider};
 use crate::routes::Route;
 use crate::state::{BucketRate, StateError, Stores, UnixMillis, UnixTime};
-use crate::tokens::{Claims, TokenError, TokenService};
-use crate::users::{Credential, PasswordChecker, User, UserDb};
+use crate::tokens::{TokenError, TokenService};
+use crate::users::{PasswordChecker, User, UserDb};
 use crate::versioning::{ApiVersion, Negotiated};
 
 pub use dashboard::{DashboardAccounts, UserToken};
 pub use error::AuthError;
+use policy::LoginPolicy;
 pub use refusal_time::RefusalFloor;
 pub use request::AuthRequest;
+use source::{SourceParts, Sources};
 
 /// The version of all three auth endpoints, as on the dashboard.
 const AUTH_VERSION: ApiVersion = ApiVersion::V1_0;
@@ -39,28 +42,44 @@ const AUTH_VERSION: ApiVersion = ApiVersion::V1_0;
 /// Auth request bodies are a few hundred bytes; anything near this is abuse.
 pub const BODY_LIMIT: usize = 64 * 1024;
 
-/// Everything the auth endpoints need, shared by all requests.
+/// Everything the auth endpoints need, shared by all requests: the policy every login
+/// follows whoever checks it, the token service, and the configured credential sources.
 pub struct Auth {
     /// Replaced whole by a reload: a user removed or disabled there is refused at once.
-    pub users: ArcSwap<UserDb>,
+    pub users: Arc<ArcSwap<UserDb>>,
     /// Replaced whole by a reload of the signing keys (its cache of verified tokens with it).
     pub tokens: ArcSwap<TokenService>,
     pub stores: Stores,
-    pub passwords: PasswordChecker,
-    pub lockout: Option<LockoutPolicy>,
+    /// The lockout, the password hashing and the refusal floor.
+    policy: LoginPolicy,
     /// Each client address's bucket of failed logins; `None`: no limit.
-    pub failed_logins_per_client: Option<BucketRate>,
-    pub metrics: Arc<Metrics>,
-    pub vendor: String,
+    failed_logins_per_client: Option<BucketRate>,
+    metrics: Arc<Metrics>,
+    vendor: String,
     /// Whether clients reach us over TLS (cookies then carry `Secure`).
-    pub tls: bool,
-    /// Who checks passwords at login.
-    pub source: AuthSource,
+    tls: bool,
+    /// Who checks passwords, and whose bearer tokens are accepted.
+    sources: Sources,
     /// The users' own dashboard sessions (`auth.source = "dashboard"` or
     /// `upstream.identity = "user"`); `None`: the dashboards see the service account.
+    dashboard: Option<Arc<DashboardAccounts>>,
+}
+
+/// What [`Auth`] is built from, at start-up (`app::server`) and in unit tests.
+pub struct AuthParts {
+    /// Who checks passwords at login.
+    pub source: AuthSource,
+    pub lockout: Option<LockoutPolicy>,
+    pub failed_logins_per_client: Option<BucketRate>,
+    pub passwords: PasswordChecker,
+    pub vendor: String,
+    pub tls: bool,
+    pub users: UserDb,
+    pub tokens: TokenService,
+    pub stores: Stores,
+    pub metrics: Arc<Metrics>,
+    /// The users' own dashboard accounts, with `upstream.identity = "user"`.
     pub dashboard: Option<Arc<DashboardAccounts>>,
-    /// How long a login the dashboard refused takes at least.
-    pub refusal_floor: RefusalFloor,
     /// Single sign-on (`[oidc]`): the provider whose access tokens are accepted too.
     pub oidc: Option<Arc<Provider>>,
 }
@@ -95,6 +114,55 @@ enum TokenRejection {
 }
 
 impl Auth {
+    /// The one assembly of the auth endpoints; the sources come from [`Sources::build`].
+    pub fn new(parts: AuthParts) -> Auth {
+        let AuthParts {
+            source,
+            lockout,
+            failed_logins_per_client,
+            passwords,
+            vendor,
+            tls,
+            users,
+            tokens,
+            stores,
+            metrics,
+            dashboard,
+            oidc,
+        } = parts;
+        let users = Arc::new(ArcSwap::from_pointee(users));
+        let sources = Sources::build(SourceParts {
+            source,
+            users: &users,
+            stores: &stores,
+            metrics: &metrics,
+            dashboard: dashboard.as_ref(),
+            oidc: oidc.as_ref(),
+        });
+        Auth {
+            users,
+            tokens: ArcSwap::from_pointee(tokens),
+            stores,
+            policy: LoginPolicy {
+                lockout,
+                passwords,
+                refusal_floor: RefusalFloor::default(),
+                metrics: metrics.clone(),
+            },
+            failed_logins_per_client,
+            metrics,
+            vendor,
+            tls,
+            sources,
+            dashboard,
+        }
+    }
+
+    /// Single sign-on's provider, when configured (a reload gives it the new role map).
+    pub fn provider(&self) -> Option<&Provider> {
+        self.sources.sso().map(|sso| sso.provider())
+    }
+
     /// Answers an auth endpoint's request at `now_ms`, telling `subject` whom it was about.
     /// `serving`: whether the dashboards can serve; the token check tells balancers when
     /// they cannot.
@@ -108,11 +176,9 @@ impl Auth {
     ) -> Result<LocalResponse, AuthError> {
         let now = now_ms / 1000;
         match route {
+            Route::Login if !self.sources.password_login_open() => Err(AuthError::LocalLoginClosed),
             // Boxed: a login's future is large, and the caller's future (moved into a box on
             // every request by `async_trait`) would otherwise be as large.
-            Route::Login if self.oidc.as_ref().is_some_and(|p| !p.local_login) => {
-                Err(AuthError::LocalLoginClosed)
-            }
             Route::Login => Box::pin(self.login(req, now_ms, subject)).await,
             Route::TokenCheck => self.check(req, now, serving).await,
             // Boxed too: a logout may end the dashboard session (a request to it).
@@ -141,37 +207,20 @@ impl Auth {
             })
     }
 
-    /// A token is valid while it verifies, is not revoked, and its user exists and is
-    /// enabled (in the users file, or as the dashboard's session describes it).
+    /// A token is valid while it verifies, is not revoked, and the source that issued it
+    /// still knows its user (in the users file, the dashboard's session, the provider's
+    /// role map).
     async fn verify_token(
         &self,
         token: Option<&str>,
         now: UnixTime,
     ) -> Result<Authenticated, TokenRejection> {
         let result = self.verify_token_uncounted(token, now).await;
-        self.metrics.auth.token_check(match &result {
-            Ok(_) => TokenCheckResult::Valid,
-            Err(TokenRejection::Missing) => TokenCheckResult::Missing,
-            Err(TokenRejection::Invalid(TokenError::Expired)) => TokenCheckResult::Expired,
-            Err(TokenRejection::Invalid(_)) => TokenCheckResult::Invalid,
-            Err(TokenRejection::Revoked | TokenRejection::CredentialReset) => {
-                TokenCheckResult::Revoked
-            }
-            Err(TokenRejection::UnknownUser | TokenRejection::NoSession) => {
-                TokenCheckResult::UnknownUser
-            }
-            Err(TokenRejection::Provider(e)) => match e {
-                OidcError::Expired => TokenCheckResult::Expired,
-                OidcError::NoRole { .. } => TokenCheckResult::UnknownUser,
-                OidcError::Key(KeyError::Unavailable) => TokenCheckResult::Error,
-                _ => TokenCheckResult::Invalid,
-            },
-            Err(TokenRejection::Store(_)) => TokenCheckResult::Error,
-        });
+        self.metrics.auth.token_check(token_check_result(&result));
         result
     }
 
-    /// A revoked token is refused before its session is looked for.
+    /// A revoked token is refused before its source is asked.
     async fn verify_token_uncounted(
         &self,
         token: Option<&str>,
@@ -180,138 +229,23 @@ impl Auth {
         let token = token
             .filter(|t| !t.is_empty())
             .ok_or(TokenRejection::Missing)?;
-        let claims = match (self.tokens.load().verify(token, now), &self.oidc) {
-            (Ok(claims), _) => claims,
-            // Not one of ours: the provider's, if it names the provider as its issuer.
-            (Err(_), Some(provider)) if provider.named_in(token) => {
-                return self.provider_user(provider, token, now).await;
+        let claims = match self.tokens.load().verify(token, now) {
+            Ok(claims) => claims,
+            // Not one of ours: a source's own (the provider's, if it names the provider
+            // as its issuer).
+            Err(e) => {
+                let bearer = self.sources.authenticate_bearer(token, now).await;
+                return bearer.unwrap_or(Err(e.into()));
             }
-            (Err(e), _) => return Err(e.into()),
         };
         if self.stores.revocations.is_revoked(&claims.jti, now).await? {
             return Err(TokenRejection::Revoked);
         }
-        if let Some(identity) = &claims.idp {
-            // A single sign-on session: the groups map to roles as the role map says now.
-            let provider = self.oidc.as_ref().ok_or(TokenRejection::UnknownUser)?;
-            // The provider's back-channel logout ended the user's sessions (any gateway).
-            let ended = self.provider_logout_at(provider, identity, now).await?;
-            if sso::ended_by_logout(ended, Some(claims.iat)) {
-                return Err(TokenRejection::Revoked);
-            }
-            // The users file has taken the name since the login: a new login shows the
-            // user apart (`oidc:<name>`).
-            if self.users.load().contains(&claims.username) {
-                return Err(TokenRejection::UnknownUser);
-            }
-            let user = provider.user_for(claims.username.clone(), identity)?;
-            return Ok(Authenticated {
-                user,
-                upstream: None,
-            });
-        }
-        let session = match &self.dashboard {
-            Some(dashboard) => Some(
-                dashboard
-                    .find(&claims.jti, now)
-                    .await?
-                    .ok_or(TokenRejection::NoSession)?,
-            ),
-            None => None,
-        };
-        let user = match (self.source, session.as_ref().and_then(|s| s.user.clone())) {
-            (AuthSource::Dashboard, Some(user)) => user,
-            (AuthSource::Dashboard, None) => return Err(TokenRejection::NoSession),
-            (AuthSource::Local, _) => self.user_of(&claims, now).await?,
-        };
-        Ok(Authenticated {
-            user,
-            upstream: session.map(|s| s.token.clone()),
-        })
-    }
-
-    /// The user of a provider access token, with the roles their groups map to; the
-    /// service account acts for them upstream.
-    async fn provider_user(
-        &self,
-        provider: &Provider,
-        token: &str,
-        now: UnixTime,
-    ) -> Result<Authenticated, TokenRejection> {
-        let user = self.provider_token_user(provider, token, now).await;
-        self.metrics.oidc.provider_token(match &user {
-            Ok(_) => "valid",
-            Err(TokenRejection::Provider(e)) => match e {
-                OidcError::Expired => "expired",
-                OidcError::NoRole { .. } => "no_role",
-                OidcError::Key(KeyError::Unavailable) => "keys_unavailable",
-                OidcError::NotAccessToken(_) => "not_access_token",
-                _ => "invalid",
-            },
-            Err(TokenRejection::Revoked) => "logged_out",
-            Err(_) => "error",
-        });
-        Ok(Authenticated {
-            user: user?,
-            upstream: None,
-        })
-    }
-
-    /// A provider token is refused once the provider's back-channel logout ended the
-    /// sessions of its user (or of its login session) after it was issued.
-    async fn provider_token_user(
-        &self,
-        provider: &Provider,
-        token: &str,
-        now: UnixTime,
-    ) -> Result<Arc<User>, TokenRejection> {
-        let token = provider.verify(token, now).await?;
-        let ended = self
-            .provider_logout_at(provider, &token.identity, now)
-            .await?;
-        if sso::ended_by_logout(ended, token.issued_at) {
-            return Err(TokenRejection::Revoked);
-        }
-        let name = self.provider_display_name(token.username);
-        Ok(provider.user_for(name, &token.identity)?)
-    }
-
-    /// The users file's user a token names, if the token was issued for the credential
-    /// the user has now (the same password hash and roles) and after the user's last reset
-    /// (removed, disabled or changed by a reload, on any gateway). The reset is read from the
-    /// store once per user and load of the users, then kept.
-    async fn user_of(&self, claims: &Claims, now: UnixTime) -> Result<Arc<User>, TokenRejection> {
-        let (user, credential) = {
-            let users = self.users.load();
-            let (user, credential) = users
-                .active_with_credential(&claims.username)
-                .ok_or(TokenRejection::UnknownUser)?;
-            (user.clone(), credential.clone())
-        };
-        if claims.cred != credential.fingerprint {
-            return Err(TokenRejection::CredentialReset);
-        }
-        if self
-            .last_reset(&claims.username, &credential, now)
-            .await?
-            .is_some_and(|at| claims.iat < at)
-        {
-            return Err(TokenRejection::CredentialReset);
-        }
-        Ok(user)
-    }
-
-    /// The user's last reset, read from the store once per load of the users.
-    async fn last_reset(
-        &self,
-        username: &str,
-        credential: &Credential,
-        now: UnixTime,
-    ) -> Result<Option<UnixTime>, StateError> {
-        let reset_at = credential
-            .reset_at
-            .get_or_try_init(|| self.stores.credential_resets.reset_at(username, now));
-        Ok(*reset_at.await?)
+        let source = self
+            .sources
+            .issuer_of(&claims)
+            .ok_or(TokenRejection::UnknownUser)?;
+        source.authenticate(&claims, now).await
     }
 
     /// The dashboard refused the user's own token (their password changed, or an admin
@@ -350,6 +284,27 @@ impl Auth {
         } else {
             "HttpOnly; Path=/; SameSite=Strict"
         }
+    }
+}
+
+/// A token check's `clustergate_token_checks_total` label.
+fn token_check_result(result: &Result<Authenticated, TokenRejection>) -> TokenCheckResult {
+    match result {
+        Ok(_) => TokenCheckResult::Valid,
+        Err(TokenRejection::Missing) => TokenCheckResult::Missing,
+        Err(TokenRejection::Invalid(TokenError::Expired)) => TokenCheckResult::Expired,
+        Err(TokenRejection::Invalid(_)) => TokenCheckResult::Invalid,
+        Err(TokenRejection::Revoked | TokenRejection::CredentialReset) => TokenCheckResult::Revoked,
+        Err(TokenRejection::UnknownUser | TokenRejection::NoSession) => {
+            TokenCheckResult::UnknownUser
+        }
+        Err(TokenRejection::Provider(e)) => match e {
+            OidcError::Expired => TokenCheckResult::Expired,
+            OidcError::NoRole { .. } => TokenCheckResult::UnknownUser,
+            OidcError::Key(KeyError::Unavailable) => TokenCheckResult::Error,
+            _ => TokenCheckResult::Invalid,
+        },
+        Err(TokenRejection::Store(_)) => TokenCheckResult::Error,
     }
 }
 

@@ -5,16 +5,16 @@
 //! `/api/auth` does (permissions from the mapped roles, `jti`, revocable) with the same
 //! cookie, and lands the browser on the dashboard's UI the way the dashboard's own SAML
 //! login does (`/#/login?access_token=...`, which the UI checks and keeps). The provider's
-//! back-channel logout ends the sessions and provider tokens it names; provider users are
-//! shown apart from the users file's (`provider_display_name`).
+//! back-channel logout ends the sessions and provider tokens it names. What single sign-on
+//! tokens are worth on requests is the credential source's (`source/oidc.rs`).
 
+use super::source::{OidcSource, LOGIN_URL};
 use super::AuthError;
 use super::{Auth, AuthRequest, AuthSubject};
 use crate::edge::respond::LocalResponse;
-use crate::oidc::{LoginError, LogoutToken, Provider};
+use crate::oidc::{LoginError, LogoutToken};
 use crate::state::{StateError, UnixTime};
-use crate::tokens::{PendingLogin, ProviderIdentity};
-use crate::users::PROVIDER_NAME_PREFIX;
+use crate::tokens::PendingLogin;
 
 /// How long a back-channel logout is remembered at least: the provider's access tokens
 /// issued before it stay refused this long (their lifetime is the provider's to choose;
@@ -34,10 +34,6 @@ pub const LOGGED_OUT_COOKIE: &str = "cg_oidc_logged_out";
 /// Where the provider tells the gateway a user logged out (back-channel logout).
 pub const BACKCHANNEL_LOGOUT: &str = "/auth/oidc/backchannel-logout";
 
-/// Where the UI's login page sends the browser (relative, as the dashboard's SAML
-/// `auth/saml2/login`), under `/auth/oidc/`.
-pub const LOGIN_URL: &str = "auth/oidc/login";
-
 impl Auth {
     /// A request under `/auth/oidc/`: the login's start or its callback (GET), or the
     /// provider's back-channel logout (POST).
@@ -49,9 +45,9 @@ impl Auth {
         now: UnixTime,
         subject: &mut AuthSubject,
     ) -> Result<LocalResponse, AuthError> {
-        let provider = self
-            .oidc
-            .as_ref()
+        let sso = self
+            .sources
+            .sso()
             .ok_or_else(|| AuthError::not_found(path))?;
         subject.method = Some("oidc");
         let allow = if path == BACKCHANNEL_LOGOUT {
@@ -63,12 +59,12 @@ impl Auth {
             return Err(AuthError::MethodNotAllowed { allow });
         }
         if path == BACKCHANNEL_LOGOUT {
-            return self.backchannel_logout(provider, req, now).await;
+            return self.backchannel_logout(sso, req, now).await;
         }
         let result = if path == format!("/{LOGIN_URL}") {
-            self.sso_start(provider, req, now)
-        } else if path == provider.redirect_path {
-            let finished = self.sso_callback(provider, req, now, subject).await;
+            self.sso_start(sso, req, now)
+        } else if path == sso.provider().redirect_path {
+            let finished = self.sso_callback(sso, req, now, subject).await;
             self.metrics.oidc.login(login_result(&finished));
             finished
         } else {
@@ -82,10 +78,11 @@ impl Auth {
 
     fn sso_start(
         &self,
-        provider: &Provider,
+        sso: &OidcSource,
         req: &AuthRequest<'_>,
         now: UnixTime,
     ) -> Result<LocalResponse, LoginError> {
+        let provider = sso.provider();
         let logging_out = req.cookie(LOGGED_OUT_COOKIE).is_some();
         if let Some(logout) = provider.logout_url(&format!("{}/", provider.home)) {
             if logging_out {
@@ -108,11 +105,12 @@ impl Auth {
 
     async fn sso_callback(
         &self,
-        provider: &Provider,
+        sso: &OidcSource,
         req: &AuthRequest<'_>,
         now: UnixTime,
         subject: &mut AuthSubject,
     ) -> Result<LocalResponse, LoginError> {
+        let provider = sso.provider();
         if let Some(error) = req.query_param("error") {
             return Err(LoginError::Refused(error.chars().take(64).collect()));
         }
@@ -121,8 +119,7 @@ impl Auth {
         let login = provider
             .finish_login(&code, &pending, &provider.redirect_uri, now)
             .await?;
-        let user =
-            provider.user_for(self.provider_display_name(login.username), &login.identity)?;
+        let user = provider.user_for(sso.display_name(login.username), &login.identity)?;
         subject.username = Some(user.username.clone());
         subject.provider_subject = Some(login.identity.sub.clone());
         let issued = self
@@ -147,21 +144,25 @@ impl Auth {
     /// a token that is not a good logout token, or one used already.
     async fn backchannel_logout(
         &self,
-        provider: &Provider,
+        sso: &OidcSource,
         req: &AuthRequest<'_>,
         now: UnixTime,
     ) -> Result<LocalResponse, AuthError> {
         let token = req
             .form_param("logout_token")
             .ok_or_else(|| AuthError::bad_request("no logout_token"))?;
-        let logout = provider.logout_token(&token, now).await.map_err(|e| {
-            tracing::info!(error = %e, "back-channel logout refused");
-            AuthError::bad_request(format!("logout_token: {e}"))
-        })?;
+        let logout = sso
+            .provider()
+            .logout_token(&token, now)
+            .await
+            .map_err(|e| {
+                tracing::info!(error = %e, "back-channel logout refused");
+                AuthError::bad_request(format!("logout_token: {e}"))
+            })?;
         // Ended before the token is recorded: if the store fails in between, the
         // provider's retry is not refused as a replay (a replay ends nothing new).
-        self.end_provider_sessions(provider, &logout, now).await?;
-        let used = logout_key(provider, "jti", &logout.jti);
+        self.end_provider_sessions(sso, &logout, now).await?;
+        let used = sso.logout_key("jti", &logout.jti);
         if !self
             .stores
             .used_tokens
@@ -184,7 +185,7 @@ impl Auth {
     /// token never ends a session opened after it.
     async fn end_provider_sessions(
         &self,
-        provider: &Provider,
+        sso: &OidcSource,
         logout: &LogoutToken,
         now: UnixTime,
     ) -> Result<(), StateError> {
@@ -194,7 +195,7 @@ impl Auth {
         let until = now + self.tokens.load().ttl_seconds().max(PROVIDER_LOGOUT_HOLD) + 1;
         for (kind, value) in [("sub", &logout.sub), ("sid", &logout.sid)] {
             if let Some(value) = value {
-                let key = logout_key(provider, kind, value);
+                let key = sso.logout_key(kind, value);
                 self.stores
                     .credential_resets
                     .reset(&key, at, until, now)
@@ -202,42 +203,6 @@ impl Auth {
             }
         }
         Ok(())
-    }
-
-    /// When a back-channel logout last ended `identity`'s sessions: by its `sub`, or by
-    /// its login session's `sid`.
-    pub(super) async fn provider_logout_at(
-        &self,
-        provider: &Provider,
-        identity: &ProviderIdentity,
-        now: UnixTime,
-    ) -> Result<Option<UnixTime>, StateError> {
-        let resets = &self.stores.credential_resets;
-        let by_sub = resets
-            .reset_at(&logout_key(provider, "sub", &identity.sub), now)
-            .await?;
-        let by_sid = match &identity.sid {
-            Some(sid) => {
-                resets
-                    .reset_at(&logout_key(provider, "sid", sid), now)
-                    .await?
-            }
-            None => None,
-        };
-        Ok(by_sub.max(by_sid))
-    }
-
-    /// The name a provider user is shown as everywhere (the token check, the audit,
-    /// `X-Forwarded-User`, logs): `oidc:<name>` when the users file has a user `<name>`
-    /// (enabled or not), or `<name>` starts with `oidc:` itself. Users-file names never
-    /// start with `oidc:`, so a provider user is never shown as one of its users, while
-    /// the others keep the names they have at the provider.
-    pub(super) fn provider_display_name(&self, name: String) -> String {
-        if name.starts_with(PROVIDER_NAME_PREFIX) || self.users.load().contains(&name) {
-            format!("{PROVIDER_NAME_PREFIX}{name}")
-        } else {
-            name
-        }
     }
 
     /// The pending login of this browser, if the callback's `state` is its.
@@ -272,26 +237,6 @@ fn login_result(result: &Result<LocalResponse, LoginError>) -> &'static str {
         Err(LoginError::Exchange(_)) => "error",
         Err(LoginError::Token(_)) => "invalid",
     }
-}
-
-/// Whether a token issued at `issued_at` was ended by a logout at `ended`; one that does
-/// not say when it was issued is.
-pub(super) fn ended_by_logout(ended: Option<UnixTime>, issued_at: Option<UnixTime>) -> bool {
-    match (ended, issued_at) {
-        (None, _) => false,
-        (Some(_), None) => true,
-        (Some(at), Some(iat)) => iat < at,
-    }
-}
-
-/// Where a back-channel logout of a provider's `sub` or `sid` is recorded among the users'
-/// resets, and its token's `jti` among the used tokens: a name no users-file user can have
-/// (control characters are refused there).
-fn logout_key(provider: &Provider, kind: &str, value: &str) -> String {
-    format!(
-        "\u{1}oidc\u{1}{kind}\u{1}{}\u{1}{value}",
-        provider.issuer.text
-    )
 }
 
 fn redirect(location: &str) -> LocalResponse {

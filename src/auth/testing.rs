@@ -7,14 +7,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Auth, AuthRequest};
-use crate::config::LockoutPolicy;
+use super::{Auth, AuthParts, AuthRequest};
+use crate::config::{AuthSource, LockoutPolicy};
 use crate::edge::respond::LocalResponse;
 use crate::observe::metrics::Metrics;
 use crate::secrets::Secret;
 use crate::state::{BucketRate, StateConfig};
-use arc_swap::ArcSwap;
-
 use crate::tokens::{SigningKey, TokenService};
 use crate::users::{PasswordChecker, PasswordHash, Role, UserDb, UserSpec};
 
@@ -25,7 +23,7 @@ pub const LOCKOUT_SECONDS: u64 = 60;
 pub const SERVICE_ACCOUNT: &str = "clustergate";
 
 pub fn auth() -> Arc<Auth> {
-    Arc::new(build(None))
+    Arc::new(Auth::new(parts()))
 }
 
 /// A token for `username` issued at `now` with the user's credential, as a login issues it
@@ -45,20 +43,33 @@ pub fn token_for(auth: &Auth, username: &str, now: u64) -> String {
 /// Logins checked by a dashboard (`auth.source = "dashboard"`) that is never active: the
 /// unit tests see what happens before the dashboard is asked.
 pub fn auth_without_an_active_dashboard() -> Arc<Auth> {
-    let mut auth = build(None);
-    auth.source = crate::config::AuthSource::Dashboard;
-    auth.dashboard = Some(Arc::new(super::DashboardAccounts::new(
-        Arc::new(crate::upstream::Upstreams::for_tests(1)),
-        "application/vnd.ceph.api.v1.0+json".into(),
-        Arc::new(crate::state::MemoryUserSessions::new(10)),
-        SERVICE_ACCOUNT.into(),
-    )));
-    Arc::new(auth)
+    Arc::new(Auth::new(AuthParts {
+        source: AuthSource::Dashboard,
+        users: UserDb::new(Vec::new()).unwrap(),
+        dashboard: Some(Arc::new(super::DashboardAccounts::new(
+            Arc::new(crate::upstream::Upstreams::for_tests(1)),
+            "application/vnd.ceph.api.v1.0+json".into(),
+            Arc::new(crate::state::MemoryUserSessions::new(10)),
+            SERVICE_ACCOUNT.into(),
+        ))),
+        ..parts()
+    }))
 }
 
 /// With each client's failed logins limited to `rate`.
 pub fn auth_limited(rate: BucketRate) -> Arc<Auth> {
-    Arc::new(build(Some(rate)))
+    Arc::new(Auth::new(AuthParts {
+        failed_logins_per_client: Some(rate),
+        ..parts()
+    }))
+}
+
+/// Without a lockout per username.
+pub fn auth_without_lockout() -> Arc<Auth> {
+    Arc::new(Auth::new(AuthParts {
+        lockout: None,
+        ..parts()
+    }))
 }
 
 /// The users of [`auth`], as the users file would give them.
@@ -79,33 +90,33 @@ pub fn user_specs() -> Vec<UserSpec> {
     ]
 }
 
-fn build(failed_logins_per_client: Option<BucketRate>) -> Auth {
-    Auth {
-        users: ArcSwap::from_pointee(UserDb::new(user_specs()).unwrap()),
-        tokens: ArcSwap::from_pointee(TokenService::new(
+/// The users file's users of [`user_specs`], a lockout after 3 failures, no limit per client.
+pub fn parts() -> AuthParts {
+    AuthParts {
+        source: AuthSource::Local,
+        lockout: Some(LockoutPolicy {
+            attempts: 3,
+            duration: Duration::from_secs(LOCKOUT_SECONDS),
+        }),
+        failed_logins_per_client: None,
+        passwords: PasswordChecker::new(1, 8),
+        vendor: "ceph".into(),
+        tls: false,
+        users: UserDb::new(user_specs()).unwrap(),
+        tokens: TokenService::new(
             &[SigningKey {
                 kid: SigningKey::DEFAULT_KID.into(),
                 secret: Secret::new(b"0123456789abcdef0123456789abcdef".to_vec()),
             }],
             "clustergate".into(),
             Duration::from_secs(8 * 3600),
-        )),
+        ),
         // Auth records no account use: the state directory is never read or written.
         stores: StateConfig::Memory
             .build(std::path::Path::new("/nonexistent"))
             .unwrap(),
-        passwords: PasswordChecker::new(1, 8),
-        lockout: Some(LockoutPolicy {
-            attempts: 3,
-            duration: Duration::from_secs(LOCKOUT_SECONDS),
-        }),
-        failed_logins_per_client,
         metrics: Metrics::new(&prometheus::Registry::new()).unwrap(),
-        vendor: "ceph".into(),
-        tls: false,
-        source: crate::config::AuthSource::Local,
         dashboard: None,
-        refusal_floor: super::RefusalFloor::default(),
         oidc: None,
     }
 }

@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use super::cases;
 use super::mutate::{Corpus, Mutant};
 use crate::auth::request::client_token;
-use crate::auth::testing::{auth, body_of, NOW, NOW_MS};
+use crate::auth::testing::{auth_without_lockout, body_of, NOW, NOW_MS};
 use crate::auth::{Auth, AuthRequest, AuthSubject};
 use crate::errors::GatewayError;
 
@@ -32,10 +32,9 @@ struct Fixture {
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
-        let mut auth = auth();
         // Lockout is a policy, not a parser: with it, the generated wrong passwords would
         // lock the users out and the right one be refused.
-        Arc::get_mut(&mut auth).expect("not shared yet").lockout = None;
+        let auth = auth_without_lockout();
         let issue = |name: &str, now| crate::auth::testing::token_for(&auth, name, now);
         Fixture {
             admin: issue("admin", NOW),

@@ -1,13 +1,13 @@
 //! Single sign-on with an OpenID Connect provider (`[oidc]`): the provider's discovery
 //! document and signing keys (`keys`, fetched through `fetch`), and the verification of
 //! its access tokens into a user with the dashboard roles its groups map to (`verify`),
-//! and the browser's authorization code flow and logouts at the provider (`login`).
+//! and the browser's authorization code flow and logouts at the provider (`code_flow`).
 //! The key set is fetched at start by a background service (`KeyRefresher`) and the
 //! gateway is not ready until it has one.
 
+mod code_flow;
 pub mod fetch;
 pub mod keys;
-mod login;
 mod verify;
 
 use std::sync::Arc;
@@ -21,8 +21,8 @@ use serde::Deserialize;
 
 use crate::config::{ClaimPath, KeyPolicy, OidcConfig, ProviderUrl, RoleMap};
 use crate::observe::metrics::Metrics;
+pub use code_flow::{LoginError, LogoutToken};
 pub use keys::{KeyError, KeyStore, RefreshError};
-pub use login::{LoginError, LogoutToken};
 pub use verify::OidcError;
 
 /// What the provider's discovery document tells the gateway.

@@ -26,6 +26,7 @@ mod cli;
 mod cluster;
 mod cluster_data;
 mod cookies;
+mod credential_sources;
 mod credentials;
 mod dashboard_accounts;
 mod docs;

@@ -34,6 +34,7 @@ mod redis;
 pub mod redis_server;
 mod requests;
 mod scope_probe;
+mod source_contract;
 mod users;
 
 pub use browser::*;
@@ -54,6 +55,7 @@ pub use redis::*;
 pub use redis_server::{RedisServer, SentinelServer};
 pub use requests::*;
 pub use scope_probe::*;
+pub use source_contract::*;
 pub use users::*;
 
 use std::io::Write;

@@ -1,42 +1,22 @@
-//! `POST /api/auth`: a login. 201 with a token and the user's permissions, or one 400
-//! for every kind of refusal, taking as long whichever it was.
+//! `POST /api/auth`: a password login. 201 with a token and the user's permissions, or one
+//! 400 for every kind of refusal, taking as long whichever it was. The configured
+//! credential source checks the password; the limit per client, the token and the user's
+//! dashboard session are the same whoever checked it.
 
-use std::sync::Arc;
-
-use serde_json::json;
+use serde_json::{json, Map, Value};
 
 use super::dashboard::DashboardLogin;
 use super::request::{string_field, ttl_field};
+use super::source::{CredentialSource, LoggedIn, LoginAttempt};
 use super::AuthError;
 use super::{Auth, AuthRequest, AuthSubject, AUTH_VERSION};
-use crate::config::{AuthSource, LockoutPolicy};
 use crate::edge::respond::LocalResponse;
 use crate::observe::metrics::LoginResult;
-use crate::state::{UnixMillis, UnixTime};
+use crate::state::{UnixMillis, UnixTime, UserSession};
+use crate::tokens::{Claims, Issued};
 use crate::users::password::HashError;
-use crate::users::{Credential, User};
+use crate::users::User;
 use crate::versioning;
-
-/// A login whose password was good: the user, and their own dashboard login when the
-/// dashboard checked it or the user acts as themselves there.
-pub(super) struct LoggedIn {
-    pub user: Arc<User>,
-    pub dashboard: Option<DashboardLogin>,
-    /// The credential the password was checked against, which the token carries; `None`
-    /// when the dashboard checked it.
-    pub credential: Option<Arc<Credential>>,
-}
-
-/// Where a login attempt stands with the username's lockout, decided before its password
-/// is checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Attempt {
-    Allowed,
-    /// The last one allowed: the username is locked unless it succeeds.
-    Last,
-    /// Locked: refused without checking the password.
-    Locked,
-}
 
 impl Auth {
     /// `subject` learns the username tried and whether the attempt locked it.
@@ -73,71 +53,30 @@ impl Auth {
         let now = now_ms / 1000;
         let negotiated =
             versioning::negotiate(req.accept().as_deref(), &self.vendor, AUTH_VERSION, false)?;
-        let body = req.json_object()?.ok_or_else(|| {
-            AuthError::bad_request(
-                "The request body is empty; send {\"username\": ..., \"password\": ...}.",
-            )
-        })?;
+        let body = login_body(req)?;
         let username = string_field(&body, "username")?;
         subject.username = Some(username.clone());
-        subject.method = Some(match self.source {
-            AuthSource::Local => "local",
-            AuthSource::Dashboard => "dashboard",
-        });
+        let source = self.sources.password();
+        subject.method = Some(source.method());
         let password = string_field(&body, "password")?;
         let ttl = ttl_field(&body)?;
 
-        // Both limits apply: the client's bucket first, so that a client refused here
-        // costs no hash and counts against no username.
-        let taken = self.take_login_token(req.client, now_ms).await?;
-        let checked = match self.source {
-            AuthSource::Local => self.check_locally(&username, password, now, subject).await,
-            AuthSource::Dashboard => {
-                self.check_with_dashboard(&username, &password, now_ms, subject)
-                    .await
-            }
+        let attempt = LoginAttempt {
+            username: &username,
+            password,
+            now_ms,
+            policy: &self.policy,
         };
-        if !matches!(checked, Err(AuthError::InvalidCredentials)) {
-            self.give_back_login_token(taken, now_ms).await?;
-        }
+        let logged_in = self.checked_by(source, attempt, req, subject).await?;
+        let issued = self.issue(&logged_in, ttl, now)?;
         let LoggedIn {
             user,
             dashboard,
-            credential,
-        } = checked?;
-
-        if self.lockout.is_some() && self.source == AuthSource::Local {
-            self.stores.lockouts.clear(&username).await?;
-        }
-        // (ends at the earliest of the user's dashboard token, the ttl asked for and
-        // auth.token_ttl_seconds)
-        let asked_end = ttl.map(|seconds| now.saturating_add(seconds));
-        let not_after = [dashboard.as_ref().and_then(|d| d.exp), asked_end]
-            .into_iter()
-            .flatten()
-            .min();
-        let (fingerprint, issued_at) = match &credential {
-            // Never issued before the user's last reset, which may be the next second when
-            // the user was removed and is back within the same second.
-            Some(credential) => {
-                let reset = self.last_reset(&user.username, credential, now).await?;
-                (
-                    credential.fingerprint.as_str(),
-                    reset.map_or(now, |at| at.max(now)),
-                )
-            }
-            None => ("", now),
-        };
-        let issued = self
-            .tokens
-            .load()
-            .issue_until(&user.username, fingerprint, issued_at, not_after)
-            .map_err(|e| {
-                tracing::error!(error = %e, "cannot sign a token");
-                AuthError::Signing
-            })?;
+            session_permissions,
+            ..
+        } = logged_in;
         if let Some(dashboard) = dashboard {
-            self.open_session(&issued.claims, &user, dashboard, now)
+            self.open_session(&issued.claims, &user, dashboard, session_permissions, now)
                 .await?;
         }
         tracing::info!(username = %user.username, jti = %issued.claims.jti, "login");
@@ -156,106 +95,80 @@ impl Auth {
         )
     }
 
-    /// The users file checks the password; with `upstream.identity = "user"` the user's
-    /// own dashboard account is logged in as well.
-    async fn check_locally(
+    /// The source checks the password. Both limits apply: the client's bucket first, so
+    /// that a client refused here costs no hash and counts against no username; a login
+    /// that did not fail gives its token back.
+    async fn checked_by(
         &self,
-        username: &str,
-        password: String,
-        now: UnixTime,
+        source: &dyn CredentialSource,
+        attempt: LoginAttempt<'_>,
+        req: &AuthRequest<'_>,
         subject: &mut AuthSubject,
     ) -> Result<LoggedIn, AuthError> {
-        // Kept only when the dashboard is asked too (the hash check consumes it).
-        let own_password = self.dashboard.is_some().then(|| password.clone());
-        let (user, credential) = self
-            .check_password(username, password, now, subject)
-            .await?;
-        let dashboard = match own_password {
-            Some(password) => Some(self.own_dashboard_login(username, &password, now).await?),
-            None => None,
-        };
-        Ok(LoggedIn {
-            user,
-            dashboard,
-            credential: Some(credential),
-        })
+        let now_ms = attempt.now_ms;
+        let taken = self.take_login_token(req.client, now_ms).await?;
+        let checked = source.log_in(attempt, subject).await;
+        if !matches!(checked, Err(AuthError::InvalidCredentials)) {
+            self.give_back_login_token(taken, now_ms).await?;
+        }
+        checked
     }
 
-    /// The user and the credential checked, if `password` is theirs and
-    /// their username is not locked out; every refusal is `InvalidCredentials`. `subject`
-    /// learns whether this failure locked the username.
-    async fn check_password(
+    /// The token of a good login: it ends at the earliest of the user's dashboard token,
+    /// the `ttl` asked for and `auth.token_ttl_seconds`.
+    fn issue(
         &self,
-        username: &str,
-        password: String,
+        logged_in: &LoggedIn,
+        ttl: Option<u64>,
         now: UnixTime,
-        subject: &mut AuthSubject,
-    ) -> Result<(Arc<User>, Arc<Credential>), AuthError> {
-        let (user, stand_in) = {
-            let users = self.users.load();
-            let user = users
-                .active_with_credential(username)
-                .map(|(user, credential)| (user.clone(), credential.clone()));
-            (user, users.stand_in.clone())
-        };
-        let attempt = match (&user, self.lockout) {
-            (Some(_), Some(policy)) => self.admit(username, policy, now).await?,
-            _ => Attempt::Allowed,
-        };
-        // A refused or unknown user is checked against the stand-in: same cost, never a match.
-        let hash = user
-            .as_ref()
-            .filter(|_| attempt != Attempt::Locked)
-            .and_then(|(u, _)| u.password_hash.clone());
-        self.metrics.auth.password_verified();
-        let verified = self.passwords.verify(hash, &stand_in, password).await?;
-
-        // `?username`: the name is the client's text, escaped so it cannot forge log lines.
-        let Some(user) = user.filter(|_| verified) else {
-            let locked_out = attempt == Attempt::Locked;
-            tracing::info!(username = ?username, locked_out, "login refused");
-            if attempt == Attempt::Last {
-                subject.locked = true;
-                self.locked_out(username);
-            }
-            return Err(AuthError::InvalidCredentials);
-        };
-        Ok(user)
+    ) -> Result<Issued, AuthError> {
+        let asked_end = ttl.map(|seconds| now.saturating_add(seconds));
+        let not_after = [logged_in.dashboard.as_ref().and_then(|d| d.exp), asked_end]
+            .into_iter()
+            .flatten()
+            .min();
+        let username = &logged_in.user.username;
+        let (fingerprint, issued_at) = (&logged_in.fingerprint, logged_in.issued_at);
+        self.tokens
+            .load()
+            .issue_until(username, fingerprint, issued_at, not_after)
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot sign a token");
+                AuthError::Signing
+            })
     }
 
-    /// The last attempt allowed failed: the lock `admit` set holds (counted once per lock).
-    pub(super) fn locked_out(&self, username: &str) {
-        self.metrics.auth.lockout();
-        if let Some(policy) = self.lockout {
-            tracing::warn!(username = ?username, attempts = policy.attempts, lock_seconds = policy.duration.as_secs(), "user locked out after consecutive failed logins");
-        }
-    }
-
-    /// Counts this attempt before the slow hash, so that concurrent attempts cannot all
-    /// slip past the limit (a success clears the count). Once the count passes the
-    /// policy's attempts, the username is locked and refused without checking its password.
-    async fn admit(
+    /// Keeps the user's dashboard session for the token just issued (`claims`), with the
+    /// permissions the source gives it.
+    async fn open_session(
         &self,
-        username: &str,
-        policy: LockoutPolicy,
+        claims: &Claims,
+        user: &User,
+        login: DashboardLogin,
+        permissions: Option<String>,
         now: UnixTime,
-    ) -> Result<Attempt, AuthError> {
-        let lockouts = &self.stores.lockouts;
-        if lockouts.locked_until(username, now).await?.is_some() {
-            return Ok(Attempt::Locked);
-        }
-        let attempts = lockouts.record_failure(username, now).await?;
-        if attempts < policy.attempts {
-            return Ok(Attempt::Allowed);
-        }
-        // The last attempt allowed may still succeed; the lock holds if it does not.
-        let until = now.saturating_add(policy.duration.as_secs());
-        lockouts.lock(username, until).await?;
-        Ok(match attempts == policy.attempts {
-            true => Attempt::Last,
-            false => Attempt::Locked,
-        })
+    ) -> Result<(), AuthError> {
+        let Some(dashboard) = &self.dashboard else {
+            return Ok(());
+        };
+        let session = UserSession {
+            username: user.username.clone(),
+            dashboard_token: login.token,
+            permissions,
+            until: claims.exp,
+        };
+        dashboard.open(&claims.jti, &session, now).await?;
+        Ok(())
     }
+}
+
+/// The login's JSON object; an empty body is a 400 that says what to send.
+fn login_body(req: &AuthRequest<'_>) -> Result<Map<String, Value>, AuthError> {
+    req.json_object()?.ok_or_else(|| {
+        AuthError::bad_request(
+            "The request body is empty; send {\"username\": ..., \"password\": ...}.",
+        )
+    })
 }
 
 #[cfg(test)]
