@@ -9,8 +9,8 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use tokio::sync::{Mutex, RwLock};
 
+use crate::dashboards::Upstreams;
 use crate::edge::respond::LocalResponse;
-use crate::upstream::Upstreams;
 
 /// Why no document or page was answered.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

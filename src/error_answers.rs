@@ -5,6 +5,10 @@
 use crate::access::{AccessError, AdmissionError};
 use crate::auth::AuthError;
 use crate::dashboard_identity::IdentityError;
+use crate::dashboards::credentials::CredentialError;
+use crate::dashboards::in_flight::Overload;
+use crate::dashboards::login::LoginError;
+use crate::dashboards::{AttemptError, ClientError};
 use crate::docs::DocsError;
 use crate::edge::connections::ConnectionError;
 use crate::edge::paths::PathError;
@@ -13,10 +17,6 @@ use crate::errors::GatewayError;
 use crate::forward::ConnectionHeaderError;
 use crate::oidc::{self, OidcError};
 use crate::state::StateError;
-use crate::upstream::credentials::CredentialError;
-use crate::upstream::in_flight::Overload;
-use crate::upstream::login::LoginError;
-use crate::upstream::{AttemptError, ClientError};
 use crate::users::password::HashError;
 
 impl GatewayError {

@@ -16,7 +16,7 @@ use crate::versioning::VersionError;
 /// Paths are echoed in 404 details up to this many bytes.
 const MAX_ECHOED_PATH: usize = 256;
 
-/// The type of a pingora error that sends the request again (see `upstream::Attempt`).
+/// The type of a pingora error that sends the request again (see `dashboards::Attempt`).
 const RETRY: ErrorType = ErrorType::Custom("retry on a dashboard backend");
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -69,7 +69,7 @@ pub enum GatewayError {
     #[error("A {method} request cannot have a body.")]
     UnexpectedBody { method: &'static str },
     /// The dashboard serves `upstream.max_in_flight` requests of this gateway already and
-    /// no place came free in time (`upstream::in_flight`).
+    /// no place came free in time (`dashboards::in_flight`).
     #[error("The dashboard is busy; try again later.")]
     Overloaded,
     /// The client's address holds `server.max_connections_per_ip` connections already.

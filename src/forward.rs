@@ -17,9 +17,9 @@ use pingora::proxy::Session;
 use pingora::{InvalidHTTPHeader, OrErr};
 
 use crate::auth::UserToken;
+use crate::dashboards::Upstreams;
 use crate::decimal::push_decimal;
 use crate::edge::headers::{carries_only, edit_request};
-use crate::upstream::Upstreams;
 use crate::users::User;
 
 /// What the gateway decided about a request it forwards.

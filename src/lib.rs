@@ -13,8 +13,8 @@
 //!    `[oidc]`, `oidc` verifies the identity provider's tokens (and `auth::sso` serves the
 //!    browser's login under `/auth/oidc/`).
 //! 3. Everything else is admitted by `access` (method, token, operation, role, version),
-//!    its body read by `edge::request`, and forwarded by `upstream` (which manager, one
-//!    request's attempts, what a try learns: `upstream::failover`) and `forward` (what
+//!    its body read by `edge::request`, and forwarded by `dashboards` (which manager, one
+//!    request's attempts, what a try learns: `dashboards::failover`) and `forward` (what
 //!    changes on the way), as the dashboard account `dashboard_identity` says (with
 //!    `upstream.identity = "roles"` one the gateway manages, holding the user's roles). Admitted GETs of the operations the web UI polls are first
 //!    asked of `answer_cache`: identical ones in flight share one dashboard request, and
@@ -44,6 +44,7 @@ mod ceph_release;
 mod client_addr;
 pub mod config;
 mod dashboard_identity;
+mod dashboards;
 mod decimal;
 mod docs;
 mod edge;
@@ -67,7 +68,6 @@ pub mod testing;
 mod tls;
 mod token_redaction;
 mod tokens;
-mod upstream;
 pub mod users;
 mod versioning;
 

@@ -10,9 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use pingora::server::{ShutdownSignal, ShutdownSignalWatch, UnixShutdownSignalWatch};
 
+use crate::dashboards::Upstreams;
 use crate::oidc::Provider;
 use crate::state::StoreHealth;
-use crate::upstream::Upstreams;
 
 /// Why the gateway should get no traffic now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

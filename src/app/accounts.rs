@@ -10,10 +10,10 @@ use super::dashboards::{role_accounts, service_side};
 use super::server::StartError;
 use crate::config::{Config, UpstreamIdentity};
 use crate::dashboard_identity::{IdentityError, Inventory, ManagedAccount, Pruned};
+use crate::dashboards::health::HealthChecker;
+use crate::dashboards::Backend;
 use crate::observe::metrics::Metrics;
 use crate::state::{unix_now, StateError, UnixTime};
-use crate::upstream::health::HealthChecker;
-use crate::upstream::Backend;
 
 pub enum AccountsCommand {
     List,

@@ -11,12 +11,12 @@ use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 
 use crate::access::Admission;
+use crate::dashboards::Upstreams;
 use crate::observe::audit::Audit;
 use crate::observe::logs::LogWriter;
 use crate::observe::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::state::Stores;
-use crate::upstream::Upstreams;
 
 /// The admin listener's application.
 pub struct AdminApp {

@@ -1,5 +1,5 @@
 //! The dashboards' side of the assembly: the Ceph dashboards of `[upstream]` as one kind of
-//! backend (`crate::upstream`), the gateway's service account on them, who they see on
+//! backend (`crate::dashboards`), the gateway's service account on them, who they see on
 //! users' requests, their API description, and their health checks as one pingora service.
 //! A second kind of backend would be assembled in a file like this one, beside it.
 
@@ -15,13 +15,13 @@ use super::server::StartError;
 use crate::access::Admission;
 use crate::config::{Config, UpstreamConfig, UpstreamIdentity, UpstreamTrust};
 use crate::dashboard_identity::{AccountLogins, DashboardIdentity, RoleAccounts};
+use crate::dashboards::credentials::{AccountStores, ServiceAccount};
+use crate::dashboards::health::{HealthChecker, ReleaseLearned};
+use crate::dashboards::Upstreams;
 use crate::docs::Docs;
 use crate::observe::metrics::Metrics;
 use crate::secrets;
 use crate::state::Stores;
-use crate::upstream::credentials::{AccountStores, ServiceAccount};
-use crate::upstream::health::{HealthChecker, ReleaseLearned};
-use crate::upstream::Upstreams;
 use crate::versioning::ApiVersion;
 
 /// The dashboards, the gateway's account on them, and their API description.

@@ -27,6 +27,8 @@ use super::restart::needs_restart;
 use crate::access::Admission;
 use crate::auth::Auth;
 use crate::config::{self, Config, ConfigErrors, RoleMap, TlsMode, UpstreamIdentity};
+use crate::dashboards::credentials::ServiceAccount;
+use crate::dashboards::{Backend, UpstreamError, Upstreams};
 use crate::observe::audit::Audit;
 use crate::observe::logs::{LogError, LogLevel};
 use crate::observe::metrics::Metrics;
@@ -34,8 +36,6 @@ use crate::secrets::Secret;
 use crate::state::UnixTime;
 use crate::tls::{self, ServingCert, TlsError};
 use crate::tokens::TokenService;
-use crate::upstream::credentials::ServiceAccount;
-use crate::upstream::{Backend, UpstreamError, Upstreams};
 use crate::users::{Reset, UserDb};
 
 /// What the request path reads that a reload replaces.

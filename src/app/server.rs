@@ -28,6 +28,8 @@ use crate::access::Admission;
 use crate::answer_cache::AnswerCache;
 use crate::auth::{self, Auth, AuthParts, DashboardAccounts};
 use crate::config::{Config, OidcConfig, ServerConfig, TlsMode, UpstreamIdentity};
+use crate::dashboards::credentials::ServiceAccount;
+use crate::dashboards::{UpstreamError, Upstreams};
 use crate::edge::body_budget::{self, BodyBudget};
 use crate::edge::connections::ClientConnections;
 use crate::edge::listen_table::ListenTable;
@@ -45,8 +47,6 @@ use crate::secrets::{self, SecretError};
 use crate::state::{StateError, Stores};
 use crate::tls::{self, ServingCert, TlsError};
 use crate::tokens::TokenService;
-use crate::upstream::credentials::ServiceAccount;
-use crate::upstream::{UpstreamError, Upstreams};
 use crate::users::{PasswordChecker, UserDb};
 use crate::versioning::ApiVersion;
 

@@ -11,9 +11,9 @@ use dashmap::DashMap;
 use serde_json::Value;
 
 use super::{AuthError, TokenRejection};
+use crate::dashboards::login::{self, LoginError};
+use crate::dashboards::{health, BackendState, Upstreams};
 use crate::state::{StateError, UnixTime, UserSession, UserSessions};
-use crate::upstream::login::{self, LoginError};
-use crate::upstream::{health, BackendState, Upstreams};
 use crate::users::{Grants, User};
 
 /// Sessions this gateway remembers between requests; beyond it, the store is asked.

@@ -47,7 +47,7 @@ pub fn auth_without_an_active_dashboard() -> Arc<Auth> {
         source: AuthSource::Dashboard,
         users: UserDb::new(Vec::new()).unwrap(),
         dashboard: Some(Arc::new(super::DashboardAccounts::new(
-            Arc::new(crate::upstream::Upstreams::for_tests(1)),
+            Arc::new(crate::dashboards::Upstreams::for_tests(1)),
             "application/vnd.ceph.api.v1.0+json".into(),
             Arc::new(crate::state::MemoryUserSessions::new(10)),
             SERVICE_ACCOUNT.into(),

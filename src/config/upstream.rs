@@ -56,7 +56,7 @@ impl LoginBackoff {
 
 /// How much of the dashboards' answers the gateway reads ahead of slow clients, so that a
 /// place on the dashboard is given back when its answer has been read, not when the client
-/// has taken it (`upstream::answer_buffer`).
+/// has taken it (`dashboards::answer_buffer`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AnswerBufferLimits {
     /// One answer (`upstream.answer_buffer_bytes`); a larger one is streamed, holding its

@@ -15,14 +15,14 @@ use async_trait::async_trait;
 use super::admin_api::{AdminApi, ScopesPermissions};
 use super::{password, DashboardIdentity, IdentityError};
 use crate::config::LoginBackoff;
+use crate::dashboards::credentials::{AccountStores, CredentialError, ServiceAccount};
+use crate::dashboards::failover::{self, TokenRefusal};
+use crate::dashboards::login::LoginError;
+use crate::dashboards::{Backend, Upstreams};
 use crate::observe::metrics::Metrics;
 use crate::releases;
 use crate::secrets::Secret;
 use crate::state::{AccountTokens, AccountUse, DashboardAttempts, StateError, UnixTime};
-use crate::upstream::credentials::{AccountStores, CredentialError, ServiceAccount};
-use crate::upstream::failover::{self, TokenRefusal};
-use crate::upstream::login::LoginError;
-use crate::upstream::{Backend, Upstreams};
 use crate::users::{CustomRole, RoleEdition, User};
 
 /// The accounts the gateway manages are named `cg-<digest of their roles>`: no name a

@@ -9,7 +9,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::{json, Value};
 
 use super::IdentityError;
-use crate::upstream::{Backend, ClientError, Upstreams};
+use crate::dashboards::{Backend, ClientError, Upstreams};
 
 /// An account or role answer is a few hundred bytes.
 const MAX_REPLY: usize = 256 * 1024;

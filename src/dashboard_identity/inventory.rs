@@ -10,8 +10,8 @@ use std::sync::Arc;
 use super::accounts::{is_managed_account, RoleAccounts};
 use super::admin_api::ListedAccount;
 use super::IdentityError;
+use crate::dashboards::{Backend, Upstreams};
 use crate::state::UnixTime;
-use crate::upstream::{Backend, Upstreams};
 
 /// The accounts and mirrored roles on one dashboard.
 #[derive(Debug)]

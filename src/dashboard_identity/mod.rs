@@ -21,9 +21,9 @@ use async_trait::async_trait;
 pub use accounts::{is_managed_account, is_mirrored_role, AccountLogins, RoleAccounts};
 pub use inventory::{Inventory, ManagedAccount, Pruned};
 
+use crate::dashboards::credentials::CredentialError;
+use crate::dashboards::{Backend, ClientError, Upstreams};
 use crate::state::{StateError, UnixTime};
-use crate::upstream::credentials::CredentialError;
-use crate::upstream::{Backend, ClientError, Upstreams};
 use crate::users::User;
 
 /// The dashboard account a user's forwarded requests act as.

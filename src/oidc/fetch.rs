@@ -12,7 +12,7 @@ use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::WrappedX509;
 
 use crate::config::ProviderUrl;
-use crate::upstream::client::{Client, ClientError};
+use crate::dashboards::client::{Client, ClientError};
 
 /// A provider document is a few KB; a JWKS with many keys a few dozen.
 const MAX_DOCUMENT_BYTES: usize = 256 * 1024;

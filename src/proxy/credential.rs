@@ -8,11 +8,11 @@ use pingora::prelude::*;
 
 use super::{Gateway, RequestCtx};
 use crate::dashboard_identity::IdentityError;
+use crate::dashboards::failover::{self, TokenRefusal};
+use crate::dashboards::Backend;
 use crate::errors::GatewayError;
 use crate::forward::Forward;
 use crate::state::unix_now;
-use crate::upstream::failover::{self, TokenRefusal};
-use crate::upstream::Backend;
 use crate::users::User;
 
 /// Which dashboard token a forwarded request carries.

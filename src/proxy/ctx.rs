@@ -9,14 +9,14 @@ use pingora::proxy::Session;
 use crate::access::{Admission, OperationId};
 use crate::answer_cache::Capture;
 use crate::auth::AuthSubject;
+use crate::dashboards::answer_buffer::HeldAnswer;
+use crate::dashboards::in_flight::{Holder, Place};
+use crate::dashboards::Attempt;
 use crate::edge::request::HeldBody;
 use crate::forward::Forward;
 use crate::observe::access_log::{self, Served};
 use crate::routes::Route;
 use crate::token_redaction::Redaction;
-use crate::upstream::answer_buffer::HeldAnswer;
-use crate::upstream::in_flight::{Holder, Place};
-use crate::upstream::Attempt;
 
 /// Per-request state.
 pub struct RequestCtx {
@@ -31,9 +31,9 @@ pub struct RequestCtx {
     /// A forwarded request's body, read whole before a dashboard connection was taken,
     /// and its bytes in the body budget.
     pub(super) body: Option<HeldBody>,
-    /// The dashboard place this request holds (`upstream::in_flight`), from the try's
+    /// The dashboard place this request holds (`dashboards::in_flight`), from the try's
     /// connection to the end of the dashboard's answer (read ahead of the client:
-    /// `upstream::answer_buffer`).
+    /// `dashboards::answer_buffer`).
     pub(super) place: Option<Place>,
     /// Who sent it (`client_addr`): what the login limit counts and the logs name.
     pub(super) client: Option<IpAddr>,
@@ -48,7 +48,7 @@ pub struct RequestCtx {
     pub(super) redaction: Option<Redaction>,
     /// The answer being captured for the identical requests waiting (`answer_cache`).
     pub(super) capture: Option<Capture>,
-    /// The answer being read ahead of the client (`upstream::answer_buffer`).
+    /// The answer being read ahead of the client (`dashboards::answer_buffer`).
     pub(super) held: Option<HeldAnswer>,
 }
 

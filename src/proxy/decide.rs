@@ -11,6 +11,8 @@ use super::{Gateway, RequestCtx};
 use crate::access::{self, Admission, Lookup, Rules};
 use crate::answer_cache::Stored;
 use crate::auth::{self, AuthRequest};
+use crate::dashboards::in_flight::Place;
+use crate::dashboards::{ActiveRelease, Backend, Upstreams};
 use crate::docs;
 use crate::edge::paths;
 use crate::edge::request::{self, BodyLimits};
@@ -20,8 +22,6 @@ use crate::forward::{self, Forward};
 use crate::releases;
 use crate::routes::Route;
 use crate::state::{unix_now, unix_now_ms};
-use crate::upstream::in_flight::Place;
-use crate::upstream::{ActiveRelease, Backend, Upstreams};
 use crate::users::RoleEdition;
 
 /// What `request_filter` decided.
@@ -199,7 +199,7 @@ impl Gateway {
         }
     }
 
-    /// A place on `backend` (`upstream::in_flight`), in the share of the request's user or
+    /// A place on `backend` (`dashboards::in_flight`), in the share of the request's user or
     /// address; 503 when none comes free in time.
     pub(super) async fn enter(&self, backend: &Backend, ctx: &RequestCtx) -> Result<Place> {
         backend.in_flight.enter(ctx.holder()).await.map_err(|overload| {
@@ -278,7 +278,7 @@ fn roles_answered(upstreams: &Upstreams, guess: RoleEdition) -> Option<RoleEditi
 mod tests {
     use super::*;
     use crate::ceph_release::CephRelease;
-    use crate::upstream::BackendState;
+    use crate::dashboards::BackendState;
 
     #[test]
     fn logins_and_checks_answer_the_roles_of_the_release_the_managers_are_known_to_run() {

@@ -3,8 +3,8 @@
 //! 1. `request_filter`: normalize the path (`paths`), classify it (`routes`); answer the
 //!    auth endpoints (`auth`) and the docs (`docs`) here; admit the rest (`access`: token
 //!    401, operation 404, role 403, version 415) and read its body whole (`request`).
-//! 2. `upstream_peer`: the active manager this request has not tried (`upstream::Attempt`),
-//!    and a place on it (`upstream::in_flight`).
+//! 2. `upstream_peer`: the active manager this request has not tried (`dashboards::Attempt`),
+//!    and a place on it (`dashboards::in_flight`).
 //! 3. `upstream_request_filter`: swap the client's credentials for the dashboard token of
 //!    whom the dashboard sees (`credential`: the user's own session, the account holding
 //!    the user's roles, or the service account's).
@@ -18,7 +18,7 @@
 //! Beside the hooks: `ctx` (a request's state, and what the logs make of it), `decide`
 //! (what `request_filter` decides), `credential` (which dashboard token a request carries,
 //! and a new one after a refusal) and `retry` (what the hooks do with what a try learned
-//! about the managers, `upstream::failover`).
+//! about the managers, `dashboards::failover`).
 
 mod cached;
 mod credential;
@@ -43,6 +43,9 @@ use crate::answer_cache::AnswerCache;
 use crate::auth::Auth;
 use crate::client_addr::TrustedProxies;
 use crate::dashboard_identity::DashboardIdentity;
+use crate::dashboards::answer_buffer::HeldAnswer;
+use crate::dashboards::credentials::ServiceAccount;
+use crate::dashboards::{health, BackendState, ErrorVerdict, ResponseVerdict, Upstreams};
 use crate::docs::Docs;
 use crate::edge::body_budget::BodyBudget;
 use crate::edge::request;
@@ -55,9 +58,6 @@ use crate::observe::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::state::unix_now;
 use crate::token_redaction::Redaction;
-use crate::upstream::answer_buffer::HeldAnswer;
-use crate::upstream::credentials::ServiceAccount;
-use crate::upstream::{health, BackendState, ErrorVerdict, ResponseVerdict, Upstreams};
 use ctx::RequestCtx;
 use decide::Next;
 

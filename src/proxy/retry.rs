@@ -1,4 +1,4 @@
-//! What the hooks do with what a try learns about the managers (`upstream::failover`):
+//! What the hooks do with what a try learns about the managers (`dashboards::failover`):
 //! send the request to the next manager, or answer. (Sending it again with a new token is
 //! `credential`'s.)
 
@@ -8,9 +8,9 @@ use pingora::prelude::*;
 use pingora::proxy::Session;
 
 use super::{Gateway, RequestCtx};
+use crate::dashboards::failover;
+use crate::dashboards::{Backend, BackendState};
 use crate::errors::GatewayError;
-use crate::upstream::failover;
-use crate::upstream::{Backend, BackendState};
 
 impl Gateway {
     /// The answer to an error no try could avoid; `None` when the client went away. A

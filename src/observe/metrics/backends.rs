@@ -1,4 +1,4 @@
-//! The dashboard backends as the gateway sees them now (`upstream`): which answer, which
+//! The dashboard backends as the gateway sees them now (`dashboards`): which answer, which
 //! one requests go to, what each serves and queues, and the Ceph release each runs. Read
 //! at each scrape, so that the series are exactly the servers configured now.
 

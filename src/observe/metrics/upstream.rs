@@ -1,4 +1,4 @@
-//! What the dashboard backends answer (`upstream`, `proxy`): their responses by server and
+//! What the dashboard backends answer (`dashboards`, `proxy`): their responses by server and
 //! status and how long they took, the requests refused because a backend stayed busy, and
 //! the logins of the gateway's service account on them.
 
@@ -88,7 +88,7 @@ impl UpstreamMetrics {
         children.duration.observe(elapsed.as_secs_f64());
     }
 
-    /// A request refused because `server` stayed busy (`upstream::in_flight`).
+    /// A request refused because `server` stayed busy (`dashboards::in_flight`).
     /// `reason`: why no place came (a fixed set: `queue_full`, `timeout`, `over_share`).
     pub fn overload(&self, server: &str, reason: &'static str) {
         self.overload.with_label_values(&[server, reason]).inc();

@@ -216,7 +216,7 @@ impl Attempt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::BackendState;
+    use crate::dashboards::BackendState;
 
     /// Three managers: the second is active.
     fn managers() -> Upstreams {
