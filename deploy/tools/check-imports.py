@@ -26,6 +26,16 @@ ROOF = {
 HOMES = {
     # src/releases/v<X>_<Y>.rs: one Ceph release each (tests.rs holds them to the lists)
     ("releases",): ("release", {"tests"}),
+    # src/auth/source/<source>.rs: one credential source each (mod.rs: the trait, the builder)
+    ("auth", "source"): ("credential source", set()),
+    # src/state/memory/<store>.rs and src/state/redis/<store>.rs: one store each, beside the
+    # backend's shared parts (its connection, Sentinel, sealing, the tests' support; feed.rs
+    # is the revocation store's subscription, the second half of revocations.rs)
+    ("state", "memory"): ("memory store", set()),
+    ("state", "redis"): (
+        "Redis store",
+        {"connection", "sentinel", "sealed", "feed", "test_support", "tests"},
+    ),
 }
 SUPER_PATH = re.compile(r"\bsuper::([a-z_][a-z0-9_]*)")
 CRATE_PATH = re.compile(r"\bcrate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)")
