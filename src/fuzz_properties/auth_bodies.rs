@@ -1,5 +1,5 @@
 //! The login and token-check bodies, and the credentials in headers (`auth::request`,
-//! `auth::login`, `auth::check`): real bodies mutated byte by byte and JSON objects
+//! `auth::password_login`, `auth::check`): real bodies mutated byte by byte and JSON objects
 //! generated field by field, answered as a model of the endpoints says. Never a panic,
 //! never a 5xx: a login is 201 exactly for the right credentials and 400 or 415
 //! otherwise; a token check is 200 with one of its two bodies, or 400 for a body that is
