@@ -257,6 +257,10 @@ servers = ["http://127.0.0.1:$P_BACKEND"]
 health_path = "/"
 username = "clustergate"
 password_file = "upstream.pass"
+# The stand-in dashboard cannot hold the accounts the default identity ("roles") makes, so
+# requests go as the service account: what is measured is forwarding. The roles identity
+# adds, per request, the account's keyed name and its token's lookup.
+identity = "service"
 [access]
 scopes_file = "$ROOT/conf/scopes/16.2.toml"
 # What is measured here is forwarding; with the cache on (the default) the gateway would
