@@ -344,6 +344,8 @@ write_nginx_conf nginx-backend <<EOF
     listen 127.0.0.1:$P_BACKEND backlog=4096;
     location = $HEALTH { return 200 '$HEALTH_BODY'; }
     location = /api/auth { return 201 '{"token": "$BACKEND_TOKEN"}'; }
+    # The summary's version line, from which the gateway learns the manager's release.
+    location = /api/summary { return 200 '{"health_status": "HEALTH_OK", "version": "ceph version 16.2.15 (618f440892089921c3e944a991122ddc44e60516) pacific (stable)"}'; }
     location = / { default_type text/html; return 200 'stand-in dashboard'; }
     location / { return 404 '{"detail": "not found"}'; }
   }
