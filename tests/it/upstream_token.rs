@@ -193,7 +193,7 @@ async fn a_wrong_service_password_backs_off_and_a_reload_with_the_right_one_rest
     let token = gw.login(ADMIN, ADMIN_PW).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let password = format!("Pw-{}", uuid::Uuid::new_v4().simple());
-    dash.set_user_password(&user, &password);
+    dash.set_password(&user, &password);
     let started = Instant::now();
     let (mut sent, mut told) = (0, 0);
     while started.elapsed() < WRONG_PASSWORD_FOR {

@@ -389,29 +389,7 @@ impl Dashboard {
     /// Set the service account's password again (the same one): the dashboard then refuses
     /// every token issued in an earlier second.
     pub fn revoke_service_tokens(&self) {
-        self.set_user_password(self.get("CG_SERVICE_USER"), &self.service_password());
-    }
-
-    /// Sets `user`'s password (the policy not applied): the dashboard then refuses every
-    /// token of `user` issued in an earlier second.
-    pub fn set_user_password(&self, user: &str, password: &str) {
-        let file = self.dir.join(".cg-test-user-password");
-        fs::write(&file, password).unwrap();
-        let file_arg = file.to_string_lossy().into_owned();
-        let out = self.ceph(&[
-            "dashboard",
-            "ac-user-set-password",
-            user,
-            "-i",
-            &file_arg,
-            "--force-password",
-        ]);
-        let _ = fs::remove_file(&file);
-        assert!(
-            out.status.success(),
-            "ac-user-set-password: {}",
-            output_text(&out)
-        );
+        self.set_password(self.get("CG_SERVICE_USER"), &self.service_password());
     }
 
     /// The last lines of every daemon log, for failure reports.

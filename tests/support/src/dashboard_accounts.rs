@@ -98,8 +98,8 @@ impl Dashboard {
         );
     }
 
-    /// Sets `user`'s password (to the same one, say): the dashboard then refuses every
-    /// token it issued that user in an earlier second.
+    /// Sets `user`'s password (the policy not applied; to the same one, say): the dashboard
+    /// then refuses every token it issued that user in an earlier second.
     pub fn set_password(&self, user: &str, password: &str) {
         let file = self.dir.join(format!(".cg-test-password-{user}"));
         fs::write(&file, password).unwrap();
