@@ -106,3 +106,31 @@ fn a_manager_belongs_to_the_nearest_lower_family() {
     assert_eq!(edition("20.2"), RoleEdition::Tentacle);
     assert_eq!(family(None).edition, RoleEdition::Pacific);
 }
+
+#[test]
+fn the_majors_worked_out_while_compiling_are_the_parsed_ones() {
+    for (release, major) in REGISTRY.iter().zip(MAJORS) {
+        let parsed = CephRelease::parse(release.version).map(|v| v.major);
+        assert_eq!(Some(major), parsed, "{}", release.version);
+    }
+}
+
+/// [`family`] against the plain search it replaced (parsing each release per call).
+#[test]
+fn the_family_is_the_plain_search_over_parsed_versions() {
+    let plain = |release: CephRelease| {
+        REGISTRY
+            .iter()
+            .copied()
+            .rfind(|known| CephRelease::parse(known.version).unwrap().major <= release.major)
+            .unwrap_or(REGISTRY[0])
+    };
+    for major in 0..40 {
+        let release = CephRelease { major, minor: 2 };
+        assert_eq!(
+            family(Some(release)).version,
+            plain(release).version,
+            "{major}"
+        );
+    }
+}
