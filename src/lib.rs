@@ -38,6 +38,8 @@
 
 mod access;
 mod answer_cache;
+#[allow(dead_code)] // (until the stores and the source use it, later in this branch of work)
+mod api_keys;
 mod app;
 mod auth;
 mod ceph_release;

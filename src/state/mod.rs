@@ -34,6 +34,7 @@ pub use memory::{
     MemoryUserSessions,
 };
 
+use crate::api_keys::{KeyRecord, StoredKey};
 use crate::client_addr::ClientNet;
 
 /// Seconds since the Unix epoch.
@@ -266,6 +267,27 @@ impl std::fmt::Debug for UserSession {
             .field("until", &self.until)
             .finish()
     }
+}
+
+/// The API keys (`api_keys`), by id: every gateway of a deployment finds a key another
+/// one created. A key's record is kept until it expires, then forgotten; its revocation is
+/// a `Revocations` entry (`api_keys::revocation_id`), which every gateway learns within
+/// the revocation feed's bound.
+#[async_trait]
+pub trait ApiKeys: Send + Sync {
+    /// Keeps `record` until its `expires_at`; `StateError::Full` when the store holds its
+    /// maximum of keys.
+    async fn insert(&self, record: &KeyRecord, now: UnixTime) -> Result<(), StateError>;
+    /// The key `id`, unless there is none or it expired at `now`.
+    async fn get(&self, id: &str, now: UnixTime) -> Result<Option<KeyRecord>, StateError>;
+    /// The keys of `owner` (`None`: everyone's) not expired at `now`, with when each was
+    /// last used, oldest first.
+    async fn list(&self, owner: Option<&str>, now: UnixTime) -> Result<Vec<StoredKey>, StateError>;
+    /// Forgets key `id`; whether there was one.
+    async fn remove(&self, id: &str) -> Result<bool, StateError>;
+    /// Records that key `id` was used at `at` (a later use wins; an unknown id is ignored).
+    async fn touch(&self, id: &str, at: UnixTime) -> Result<(), StateError>;
+    async fn ready(&self) -> Result<(), StateError>;
 }
 
 /// The users' dashboard sessions, by gateway token id; any gateway of a deployment can
