@@ -251,7 +251,7 @@ fn unlock(path: &std::path::Path, username: &str) -> ExitCode {
             runtime.block_on(async {
                 let stores = config
                     .state
-                    .build(&config.server.state_dir)
+                    .build(&config.server.state_dir, config.api_keys.max_keys)
                     .map_err(|e| e.to_string())?;
                 let attempts = stores.dashboard_attempts;
                 attempts.forget(username).await.map_err(|e| e.to_string())

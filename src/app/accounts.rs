@@ -56,7 +56,10 @@ async fn run_async(config: Config, command: AccountsCommand) -> Result<String, A
         _ => return Err(AccountsError::NotManaged),
     };
     let state_dir = &config.server.state_dir;
-    let stores = config.state.clone().build(state_dir)?;
+    let stores = config
+        .state
+        .clone()
+        .build(state_dir, config.api_keys.max_keys)?;
     // The command's own registry: nothing scrapes it.
     let metrics = Metrics::new(&prometheus::Registry::new()).map_err(StartError::from)?;
     let (upstreams, service) = service_side(upstream, &config.api.vendor, &stores, &metrics)?;

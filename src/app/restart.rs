@@ -7,8 +7,8 @@
 use std::mem::discriminant;
 
 use crate::config::{
-    ApiConfig, AuthConfig, Config, LogConfig, MetricsConfig, OidcConfig, ServerConfig,
-    UpstreamConfig,
+    ApiConfig, ApiKeysConfig, AuthConfig, Config, LogConfig, MetricsConfig, OidcConfig,
+    ServerConfig, UpstreamConfig,
 };
 
 /// The settings of `running` that `new` changes but only a restart applies, by key.
@@ -27,6 +27,7 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
         state,
         log,
         answer_cache,
+        api_keys,
     } = running;
     changed.server(server, &new.server);
     changed.metrics(metrics, &new.metrics);
@@ -46,6 +47,7 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<&'static str> {
     changed.log(log, &new.log);
     // The cache is made once, with its bounds; a reload drops what it holds (`answer_cache`).
     changed.key("answer_cache", *answer_cache != new.answer_cache);
+    changed.api_keys(api_keys, &new.api_keys);
     changed.0
 }
 
@@ -57,6 +59,27 @@ impl Changed {
         if differs {
             self.0.push(key);
         }
+    }
+
+    /// The store of keys is made once with its bound; the lifetime and the rate limits are
+    /// read where the gateway is assembled, once, too.
+    fn api_keys(&mut self, a: &ApiKeysConfig, b: &ApiKeysConfig) {
+        let ApiKeysConfig {
+            max_keys,
+            max_lifetime,
+            rate_per_second,
+            burst,
+        } = a;
+        self.key("api_keys.max_keys", *max_keys != b.max_keys);
+        self.key(
+            "api_keys.max_lifetime_days",
+            *max_lifetime != b.max_lifetime,
+        );
+        self.key(
+            "api_keys.rate_per_second",
+            *rate_per_second != b.rate_per_second,
+        );
+        self.key("api_keys.burst", *burst != b.burst);
     }
 
     fn server(&mut self, a: &ServerConfig, b: &ServerConfig) {

@@ -175,7 +175,8 @@ impl Parts {
         let identity = config.identity();
         let (audit, metrics) = observability(config, certificate)?;
         let state = config.state.clone();
-        let stores = (state.build(&config.server.state_dir)).map_err(StartError::State)?;
+        let stores = (state.build(&config.server.state_dir, config.api_keys.max_keys))
+            .map_err(StartError::State)?;
         let provider = single_sign_on(config, &metrics);
         let dashboards = Dashboards::configured(config, &stores, &metrics)?;
         let tls_on = certificate.is_some();

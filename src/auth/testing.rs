@@ -113,7 +113,7 @@ pub fn parts() -> AuthParts {
         ),
         // Auth records no account use: the state directory is never read or written.
         stores: StateConfig::Memory
-            .build(std::path::Path::new("/nonexistent"))
+            .build(std::path::Path::new("/nonexistent"), 100)
             .unwrap(),
         metrics: Metrics::new(&prometheus::Registry::new()).unwrap(),
         dashboard: None,

@@ -18,6 +18,7 @@ pub(super) struct FileConfig {
     pub state: StateSection,
     pub log: LogSection,
     pub answer_cache: AnswerCacheSection,
+    pub api_keys: ApiKeysSection,
 }
 
 #[derive(Debug, Deserialize)]
@@ -479,6 +480,26 @@ impl Default for AnswerCacheSection {
             ui_files: true,
             ui_files_ttl_ms: 10_000,
             ui_hashed_files_ttl_ms: 3_600_000,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct ApiKeysSection {
+    pub max_keys: usize,
+    pub max_lifetime_days: u64,
+    pub rate_per_second: u32,
+    pub burst: u32,
+}
+
+impl Default for ApiKeysSection {
+    fn default() -> Self {
+        Self {
+            max_keys: 10_000,
+            max_lifetime_days: 90,
+            rate_per_second: 20,
+            burst: 40,
         }
     }
 }

@@ -2,12 +2,13 @@
 //! validated once, and turned into the typed [`Config`] the rest of the gateway uses.
 //! Every problem is collected and reported together, naming the file and the key. One
 //! module per section validates it (`server`, `auth`, `users`, `upstream`, `access`,
-//! `state`, `log`, `answer_cache`);
+//! `state`, `log`, `answer_cache`, `api_keys`);
 //! files a section names (secret, certificate, users, roles, scope table) are read here,
 //! once. `export` writes the users and roles files from the same structs.
 
 mod access;
 mod answer_cache;
+mod api_keys;
 mod auth;
 mod error;
 mod export;
@@ -25,6 +26,7 @@ use std::path::{Path, PathBuf};
 
 pub use access::{AccessConfig, OperationRule, ReleaseRules, UnknownOperations};
 pub use answer_cache::{AnswerCacheConfig, POLLED_OPERATIONS};
+pub use api_keys::ApiKeysConfig;
 pub use auth::{ApiConfig, AuthConfig, AuthSource, LockoutPolicy, DASHBOARD_LOCKOUT_ATTEMPTS};
 pub use error::{ConfigError, ConfigErrors};
 pub use export::{roles_file_text, users_file_text, ExportError, RoleRecord, UserRecord};
@@ -61,6 +63,8 @@ pub struct Config {
     pub log: LogConfig,
     /// What answers are shared and kept a moment (`answer_cache`).
     pub answer_cache: AnswerCacheConfig,
+    /// How many API keys are kept, how long they may live, how fast each may be used.
+    pub api_keys: ApiKeysConfig,
 }
 
 /// Reads and validates the configuration file and the files it names.
@@ -152,6 +156,7 @@ impl Config {
         check_shared_accounts_key(&mut errors, source, auth.source, &upstream, &state);
         let log = log::validate(&mut errors, &at, file.log);
         let answer_cache = answer_cache::validate(&mut errors, &at, file.answer_cache);
+        let api_keys = api_keys::validate(&mut errors, &at, file.api_keys);
         let (Some((server, metrics)), true) = (listeners, errors.is_empty()) else {
             return Err(errors);
         };
@@ -178,6 +183,7 @@ impl Config {
             state,
             log,
             answer_cache,
+            api_keys,
         })
     }
 }

@@ -94,12 +94,14 @@ pub(super) fn sections(text: &str, source: &Path, errors: &mut ConfigErrors) -> 
         log: typed_section(errors, source, "log", section("log")).unwrap_or_default(),
         answer_cache: typed_section(errors, source, "answer_cache", section("answer_cache"))
             .unwrap_or_default(),
+        api_keys: typed_section(errors, source, "api_keys", section("api_keys"))
+            .unwrap_or_default(),
     };
     for key in table.keys() {
         errors.push(
             source,
             key_name(key),
-            "unknown section or key (sections: server, metrics, api, auth, upstream, oidc, access, state, log, answer_cache)",
+            "unknown section or key (sections: server, metrics, api, auth, upstream, oidc, access, state, log, answer_cache, api_keys)",
         );
     }
     Some(file)

@@ -2,10 +2,11 @@
 //! after `T`, a moment in the future: a shared store's keys expire by the real clock.
 
 use super::{
-    AccountUse, BucketRate, CredentialResets, DashboardAttempts, FailedLogins, Lockouts,
-    Revocations, Take, UnixTime, UpstreamToken, UpstreamTokens, UsedTokens, UserSession,
-    UserSessions,
+    AccountUse, ApiKeys, BucketRate, CredentialResets, DashboardAttempts, FailedLogins, Lockouts,
+    Revocations, StateError, Take, UnixTime, UpstreamToken, UpstreamTokens, UsedTokens,
+    UserSession, UserSessions,
 };
+use crate::api_keys::{KeyRecord, StoredKey};
 use crate::client_addr::ClientNet;
 
 /// 2027-01-15: later than any test runs, so nothing a test stores expires under it.
@@ -310,4 +311,91 @@ pub async fn account_use(store: &dyn AccountUse) {
         [("cg-b".into(), T + 5)]
     );
     store.forget(&[]).await.unwrap();
+}
+
+/// A key of `owner`, created at `created_at` and refused from `expires_at` on.
+pub fn key_record(id: &str, owner: &str, created_at: UnixTime, expires_at: UnixTime) -> KeyRecord {
+    KeyRecord {
+        id: id.into(),
+        name: format!("name-of-{id}"),
+        owner: owner.into(),
+        created_by: "admin".into(),
+        roles: vec!["read-only".into()],
+        created_at,
+        expires_at,
+        networks: vec!["10.0.0.0/8".parse().unwrap()],
+        digest: format!("digest-of-{id}"),
+    }
+}
+
+fn ids(keys: &[StoredKey]) -> Vec<&str> {
+    keys.iter().map(|k| k.record.id.as_str()).collect()
+}
+
+/// `store` is empty and keeps at most `max_keys` (at least 3).
+pub async fn api_keys(store: &dyn ApiKeys, max_keys: usize) {
+    store.ready().await.unwrap();
+    let now = T + 10;
+    // Unknown ids: nothing found, nothing removed, a use of one ignored.
+    assert_eq!(store.get("0000000000000000", now).await.unwrap(), None);
+    assert!(!store.remove("0000000000000000").await.unwrap());
+    store.touch("0000000000000000", now).await.unwrap();
+    assert!(store.list(None, now).await.unwrap().is_empty());
+
+    let a = key_record("aaaaaaaaaaaaaaaa", "alice", T + 2, T + 100);
+    let b = key_record("bbbbbbbbbbbbbbbb", "bob", T + 1, T + 100);
+    let c = key_record("0ccccccccccccccc", "alice", T + 2, T + 50);
+    for key in [&a, &b, &c] {
+        store.insert(key, now).await.unwrap();
+    }
+    assert_eq!(store.get(&a.id, now).await.unwrap(), Some(a.clone()));
+    // Oldest first; the same second by id.
+    let all = store.list(None, now).await.unwrap();
+    assert_eq!(ids(&all), [&b.id, &c.id, &a.id]);
+    assert_eq!(
+        all[0],
+        StoredKey {
+            record: b.clone(),
+            last_used: None
+        }
+    );
+    let alices = store.list(Some("alice"), now).await.unwrap();
+    assert_eq!(ids(&alices), [&c.id, &a.id]);
+    assert!(store.list(Some("carol"), now).await.unwrap().is_empty());
+
+    // A later use wins, whichever gateway records it last.
+    store.touch(&a.id, T + 20).await.unwrap();
+    store.touch(&a.id, T + 15).await.unwrap();
+    let alices = store.list(Some("alice"), now).await.unwrap();
+    assert_eq!(alices[1].last_used, Some(T + 20));
+    assert_eq!(alices[0].last_used, None);
+
+    // A key is refused from its expires_at on.
+    assert_eq!(store.get(&c.id, T + 49).await.unwrap(), Some(c.clone()));
+    assert_eq!(store.get(&c.id, T + 50).await.unwrap(), None);
+    assert_eq!(
+        ids(&store.list(None, T + 50).await.unwrap()),
+        [&b.id, &a.id]
+    );
+
+    assert!(store.remove(&b.id).await.unwrap());
+    assert!(!store.remove(&b.id).await.unwrap());
+    assert_eq!(store.get(&b.id, now).await.unwrap(), None);
+
+    // Full at the maximum of live keys; a key expired at `now` makes room.
+    for n in 2..max_keys {
+        let filler = key_record(&format!("{n:016x}"), "filler", T + 3, T + 100);
+        store.insert(&filler, now).await.unwrap();
+    }
+    let one_more = key_record("eeeeeeeeeeeeeeee", "alice", T + 4, T + 100);
+    assert!(matches!(
+        store.insert(&one_more, now).await,
+        Err(StateError::Full(n)) if n == max_keys
+    ));
+    store.insert(&one_more, T + 50).await.unwrap();
+    assert_eq!(store.list(None, T + 50).await.unwrap().len(), max_keys);
+    assert!(matches!(
+        store.insert(&b, T + 50).await,
+        Err(StateError::Full(_))
+    ));
 }

@@ -29,9 +29,9 @@ pub use self::redis::{
 pub use failed_logins::{BucketRate, Take};
 pub use health::StoreHealth;
 pub use memory::{
-    LocalAccountUse, MemoryAccountTokens, MemoryCredentialResets, MemoryDashboardAttempts,
-    MemoryFailedLogins, MemoryLockouts, MemoryRevocations, MemoryUpstreamTokens, MemoryUsedTokens,
-    MemoryUserSessions,
+    LocalAccountUse, MemoryAccountTokens, MemoryApiKeys, MemoryCredentialResets,
+    MemoryDashboardAttempts, MemoryFailedLogins, MemoryLockouts, MemoryRevocations,
+    MemoryUpstreamTokens, MemoryUsedTokens, MemoryUserSessions,
 };
 
 use crate::api_keys::{KeyRecord, StoredKey};
@@ -273,7 +273,6 @@ impl std::fmt::Debug for UserSession {
 /// one created. A key's record is kept until it expires, then forgotten; its revocation is
 /// a `Revocations` entry (`api_keys::revocation_id`), which every gateway learns within
 /// the revocation feed's bound.
-#[allow(dead_code)] // (until the stores implement it, later in this branch of work)
 #[async_trait]
 pub trait ApiKeys: Send + Sync {
     /// Keeps `record` until its `expires_at`; `StateError::Full` when the store holds its
@@ -360,6 +359,7 @@ pub struct Stores {
     pub credential_resets: Arc<dyn CredentialResets>,
     pub used_tokens: Arc<dyn UsedTokens>,
     pub account_use: Arc<dyn AccountUse>,
+    pub api_keys: Arc<dyn ApiKeys>,
     /// Whether the stores answer, for readiness and metrics.
     pub health: Arc<StoreHealth>,
     /// Keeps the revocations of a shared store current; `None` in memory.
@@ -376,7 +376,8 @@ impl Stores {
         self.upstream_tokens.ready().await?;
         self.user_sessions.ready().await?;
         self.credential_resets.ready().await?;
-        self.used_tokens.ready().await
+        self.used_tokens.ready().await?;
+        self.api_keys.ready().await
     }
 }
 
@@ -393,10 +394,11 @@ impl StateConfig {
         matches!(self, StateConfig::Redis(_))
     }
 
-    /// The stores; with the memory backend, the accounts' uses are kept in `state_dir`. A
-    /// Redis that cannot be reached yet does not stop this: the stores answer
-    /// `Unavailable` until it can, and recover by themselves.
-    pub fn build(self, state_dir: &Path) -> Result<Stores, StateError> {
+    /// The stores; with the memory backend, the accounts' uses are kept in `state_dir`; at
+    /// most `max_api_keys` API keys (`api_keys.max_keys`). A Redis that cannot be reached
+    /// yet does not stop this: the stores answer `Unavailable` until it can, and recover by
+    /// themselves.
+    pub fn build(self, state_dir: &Path, max_api_keys: usize) -> Result<Stores, StateError> {
         match self {
             StateConfig::Memory => Ok(Stores {
                 revocations: Arc::new(MemoryRevocations::new(MEMORY_MAX_ENTRIES)),
@@ -409,10 +411,11 @@ impl StateConfig {
                 credential_resets: Arc::new(MemoryCredentialResets::new(MEMORY_MAX_ENTRIES)),
                 used_tokens: Arc::new(MemoryUsedTokens::new(MEMORY_MAX_ENTRIES)),
                 account_use: Arc::new(LocalAccountUse::open(state_dir.join(ACCOUNT_USE_FILE))?),
+                api_keys: Arc::new(MemoryApiKeys::new(max_api_keys)),
                 health: Arc::new(StoreHealth::always_up()),
                 feed: None,
             }),
-            StateConfig::Redis(settings) => self::redis::stores(settings),
+            StateConfig::Redis(settings) => self::redis::stores(settings, max_api_keys),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! map pruned of what has expired (the accounts' uses: a file in the state directory).
 
 mod account_use;
+mod api_keys;
 mod credential_resets;
 mod dashboard_attempts;
 mod failed_logins;
@@ -14,6 +15,7 @@ mod user_sessions;
 use dashmap::DashMap;
 
 pub use account_use::LocalAccountUse;
+pub use api_keys::MemoryApiKeys;
 pub use credential_resets::MemoryCredentialResets;
 pub use dashboard_attempts::MemoryDashboardAttempts;
 pub use failed_logins::MemoryFailedLogins;

@@ -97,7 +97,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_login_bucket_is_a_prefixed_key_that_expires_when_full() {
         let server = RedisServer::start();
-        let failed_logins = stores(settings(&server, "cg:")).unwrap().failed_logins;
+        let failed_logins = stores(settings(&server, "cg:"), MAX_API_KEYS)
+            .unwrap()
+            .failed_logins;
         let client = ClientNet::of("2001:db8:1:2::7".parse().unwrap());
         let rate = BucketRate {
             burst: 3,

@@ -99,13 +99,17 @@ pub struct EncryptionKey {
     pub secret: Secret,
 }
 
-/// The stores on one Redis connection.
-pub(super) fn stores(settings: RedisSettings) -> Result<Stores, StateError> {
-    stores_keeping(settings, MEMORY_MAX_ENTRIES)
+/// The stores on one Redis connection, with at most `max_api_keys` API keys.
+pub(super) fn stores(settings: RedisSettings, max_api_keys: usize) -> Result<Stores, StateError> {
+    stores_keeping(settings, MEMORY_MAX_ENTRIES, max_api_keys)
 }
 
 /// The stores, with at most `kept` revocations in the local copy.
-fn stores_keeping(settings: RedisSettings, kept: usize) -> Result<Stores, StateError> {
+fn stores_keeping(
+    settings: RedisSettings,
+    kept: usize,
+    max_api_keys: usize,
+) -> Result<Stores, StateError> {
     let redis = Arc::new(Redis::new(settings)?);
     let revocations = Arc::new(RedisRevocations::new(redis.clone(), kept));
     Ok(Stores {
@@ -138,6 +142,8 @@ fn stores_keeping(settings: RedisSettings, kept: usize) -> Result<Stores, StateE
         account_use: Arc::new(account_use::RedisAccountUse {
             redis: redis.clone(),
         }),
+        // (this gateway's memory until the Redis store of keys lands, next in this branch)
+        api_keys: Arc::new(super::MemoryApiKeys::new(max_api_keys)),
         health: redis.health.clone(),
         feed: Some(RevocationFeed { revocations }),
     })

@@ -15,6 +15,9 @@ pub(super) use crate::state::{
 };
 pub(super) use clustergate_test_support::redis_server::{self, RedisServer, SentinelServer};
 
+/// The API keys a test gateway's store keeps at most.
+pub(super) const MAX_API_KEYS: usize = 10;
+
 pub(super) const COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
 
 pub(super) const REPLICATION_TIMEOUT: Duration = Duration::from_millis(300);
@@ -91,7 +94,7 @@ pub(super) async fn gateway_with(settings: RedisSettings) -> Gateway {
 
 /// A gateway whose local copy keeps at most `kept` revocations.
 pub(super) async fn gateway_keeping(settings: RedisSettings, kept: usize) -> Gateway {
-    let stores = stores_keeping(settings, kept).unwrap();
+    let stores = stores_keeping(settings, kept, MAX_API_KEYS).unwrap();
     let (stop, watch) = tokio::sync::watch::channel(false);
     let feed = stores.feed.clone().unwrap();
     tokio::spawn(async move { feed.start(watch).await });
@@ -161,7 +164,7 @@ where
 {
     let mut tasks = Vec::new();
     for _ in 0..3 {
-        let stores = stores(settings(server, "cg:")).unwrap();
+        let stores = stores(settings(server, "cg:"), MAX_API_KEYS).unwrap();
         for _ in 0..20 {
             tasks.push(tokio::spawn(attempt(stores.clone())));
         }

@@ -89,7 +89,7 @@ async fn the_shipped_acl_user_can_do_all_a_gateway_does() {
         key_prefix: "elsewhere:".into(),
         ..acl_user()
     };
-    let elsewhere = super::stores(outside).unwrap();
+    let elsewhere = super::stores(outside, MAX_API_KEYS).unwrap();
     let refused = elsewhere.lockouts.record_failure("admin", now).await;
     assert!(
         matches!(refused, Err(StateError::Unavailable(_))),
@@ -105,7 +105,7 @@ async fn the_shipped_acl_user_can_do_all_a_gateway_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_in_redis_are_sealed_and_bound_to_their_key() {
     let server = RedisServer::start();
-    let stores = stores(settings(&server, "cg:")).unwrap();
+    let stores = stores(settings(&server, "cg:"), MAX_API_KEYS).unwrap();
     let now = crate::state::unix_now();
     let service = UpstreamToken {
         token: DASHBOARD_TOKEN.into(),
@@ -134,7 +134,7 @@ async fn tokens_in_redis_are_sealed_and_bound_to_their_key() {
         }
     }
     // Another gateway reads them.
-    let other = super::stores(settings(&server, "cg:")).unwrap();
+    let other = super::stores(settings(&server, "cg:"), MAX_API_KEYS).unwrap();
     assert_eq!(
         other.upstream_tokens.current(now).await.unwrap(),
         Some(service)
@@ -157,7 +157,7 @@ async fn tokens_in_redis_are_sealed_and_bound_to_their_key() {
         .query_async::<()>(&mut redis)
         .await
         .unwrap();
-    let fresh = super::stores(settings(&server, "cg:")).unwrap();
+    let fresh = super::stores(settings(&server, "cg:"), MAX_API_KEYS).unwrap();
     assert_eq!(fresh.upstream_tokens.current(now).await.unwrap(), None);
 }
 

@@ -199,8 +199,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn one_gateway_at_a_time_logs_in_and_all_share_its_token() {
         let server = RedisServer::start();
-        let a = stores(settings(&server, "cg:")).unwrap().upstream_tokens;
-        let b = stores(settings(&server, "cg:")).unwrap().upstream_tokens;
+        let a = stores(settings(&server, "cg:"), MAX_API_KEYS)
+            .unwrap()
+            .upstream_tokens;
+        let b = stores(settings(&server, "cg:"), MAX_API_KEYS)
+            .unwrap()
+            .upstream_tokens;
         let ttl = Duration::from_millis(300);
         assert!(a.claim_login(ttl).await.unwrap());
         assert!(!b.claim_login(ttl).await.unwrap(), "A holds the claim");
@@ -223,7 +227,9 @@ mod tests {
         // A token B discarded (the dashboard refused it) is gone from Redis: a gateway
         // without a copy gets none. A keeps its copy until the dashboard refuses it to A.
         b.discard("shared").await.unwrap();
-        let c = stores(settings(&server, "cg:")).unwrap().upstream_tokens;
+        let c = stores(settings(&server, "cg:"), MAX_API_KEYS)
+            .unwrap()
+            .upstream_tokens;
         assert_eq!(c.current(now).await.unwrap(), None);
         assert!(a.current(now).await.unwrap().is_some());
     }
@@ -245,7 +251,7 @@ mod tests {
         assert_eq!(accounts.of("cg-c").current(now).await.unwrap(), None);
         let service = gateway.stores.upstream_tokens.current(now).await.unwrap();
         assert_eq!(service, None);
-        let other = stores(settings(&server, "accounts:"))
+        let other = stores(settings(&server, "accounts:"), MAX_API_KEYS)
             .unwrap()
             .account_tokens;
         assert_eq!(other.of("cg-b").current(now).await.unwrap(), Some(token));
