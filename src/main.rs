@@ -157,7 +157,7 @@ struct GatewayArgs {
     #[command(flatten)]
     login: LoginArgs,
     /// The user's password: the first line of this file (default: one line of standard input).
-    #[arg(long, requires = "user")]
+    #[arg(long, requires = "user", conflicts_with = "token_file")]
     password_file: Option<PathBuf>,
 }
 
