@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use crate::api_keys::PresentedKey;
 use crate::config::ProviderUrl;
 use crate::dashboards::client::ClientError;
 use gateway::Gateway;
@@ -196,9 +197,16 @@ async fn command_run(
     }
 }
 
+/// A new key alone on standard output, once its form is checked (a script's
+/// `KEY=$(...)` must not hold anything else), and what it is on standard error.
 fn print_created(answer: &[u8], verb: &str, printed: &mut Printed) -> Result<(), KeysError> {
-    let created: CreatedKey = serde_json::from_slice(answer)
-        .map_err(|e| KeysError::Answer("the creation", e.to_string()))?;
+    let unexpected = |reason: String| KeysError::Answer("the creation", reason);
+    let created: CreatedKey =
+        serde_json::from_slice(answer).map_err(|e| unexpected(e.to_string()))?;
+    let key = PresentedKey::parse(&created.key).map_err(|e| unexpected(e.to_string()))?;
+    if key.id != created.id {
+        return Err(unexpected(format!("a key whose id is not {}", created.id)));
+    }
     printed.stderr.push_str(&render::created(&created, verb));
     printed.stdout = format!("{}\n", created.key);
     Ok(())
@@ -257,7 +265,10 @@ impl Session {
             } => {
                 let password = match password_file {
                     Some(path) => first_line(read_secret(path, "the password file")?.as_bytes())?,
-                    None => first_line(std::io::stdin().lock())?,
+                    None => {
+                        prompt_on_a_terminal(user);
+                        first_line(std::io::stdin().lock())?
+                    }
                 };
                 let body = json!({ "username": user, "password": password });
                 let answer = gateway
@@ -286,6 +297,14 @@ impl Session {
                 .await?;
         }
         Ok(())
+    }
+}
+
+/// Asks for the password when a person is typing it (a pipe or a file gets no prompt).
+fn prompt_on_a_terminal(user: &str) {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        eprint!("password for {user} (shown as typed; --password-file avoids that): ");
     }
 }
 

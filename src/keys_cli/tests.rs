@@ -68,6 +68,42 @@ fn the_password_is_the_first_line_as_typed() {
     ));
 }
 
+const CREATED: &str = r#"{"key": "cgk_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+    "id": "0123456789abcdef", "name": "ci", "owner": "bob", "created_by": "admin",
+    "roles": ["read-only"], "created_at": 1795885200, "expires_at": 1798477200, "networks": []}"#;
+
+#[test]
+fn a_new_key_alone_goes_to_standard_output() {
+    let mut printed = Printed::default();
+    print_created(CREATED.as_bytes(), "Created", &mut printed).unwrap();
+    assert_eq!(
+        printed.stdout,
+        "cgk_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n"
+    );
+    assert!(printed
+        .stderr
+        .starts_with("Created API key 0123456789abcdef"));
+    assert!(!printed.stderr.contains("AAAA"), "{}", printed.stderr);
+}
+
+#[test]
+fn an_answer_without_a_well_formed_key_prints_nothing() {
+    let not_a_key = CREATED.replace("cgk_0123456789abcdef_AAA", "cgk_0123456789abcdef_!!!");
+    let other_id = CREATED.replace(
+        "\"id\": \"0123456789abcdef\"",
+        "\"id\": \"fedcba9876543210\"",
+    );
+    for answer in [not_a_key.as_str(), other_id.as_str(), "{}", "<html>"] {
+        let mut printed = Printed::default();
+        let result = print_created(answer.as_bytes(), "Created", &mut printed);
+        assert!(
+            matches!(result, Err(KeysError::Answer("the creation", _))),
+            "{answer}"
+        );
+        assert_eq!(printed, Printed::default(), "{answer}");
+    }
+}
+
 #[test]
 fn the_login_answer_gives_the_token() {
     let answer = br#"{"token": "eyJ.a.b", "username": "admin", "permissions": {}}"#;
