@@ -101,8 +101,9 @@ enum KeysSubcommand {
         /// Its lifetime: 30d, 12h, 90m or 45s (at most the gateway's api_keys.max_lifetime_days).
         #[arg(long, value_parser = key_args::lifetime)]
         expires_in: u64,
-        /// A client address range it is accepted from (CIDR; repeat for more). Default: any.
-        #[arg(long = "network")]
+        /// A client address range it is accepted from (CIDR, or one address; repeat for
+        /// more). Default: any.
+        #[arg(long = "network", value_parser = key_args::network)]
         networks: Vec<ipnet::IpNet>,
         /// Create it for this user (administrators only).
         #[arg(long)]

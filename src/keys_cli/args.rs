@@ -65,6 +65,14 @@ pub fn role(text: &str) -> Result<String, String> {
     }
 }
 
+/// A client network: a CIDR range, or one address (`10.1.2.3` is `10.1.2.3/32`), as the
+/// gateway takes them.
+pub fn network(text: &str) -> Result<ipnet::IpNet, String> {
+    text.parse::<ipnet::IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{text:?}: an address or a CIDR range (10.0.0.0/8, 2001:db8::/32)"))
+}
+
 /// The gateway's base URL: `https://host[:port]`, or plain `http` to a loopback address
 /// (a gateway on this host without TLS): a password or token sent in the clear could be
 /// read on the way.
@@ -139,6 +147,19 @@ mod tests {
         }
         assert_eq!(role(" read-only ").unwrap(), "read-only");
         assert!(role(" ").is_err());
+    }
+
+    #[test]
+    fn a_network_is_a_range_or_one_address() {
+        assert_eq!(network("10.0.0.0/8").unwrap().to_string(), "10.0.0.0/8");
+        assert_eq!(network("10.1.2.3").unwrap().to_string(), "10.1.2.3/32");
+        assert_eq!(
+            network("2001:db8::1").unwrap().to_string(),
+            "2001:db8::1/128"
+        );
+        for bad in ["10.0.0.0/33", "10.0.0", "host.example", ""] {
+            assert!(network(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -68,7 +68,7 @@ impl Gateway {
         expected: u16,
     ) -> Result<Bytes, KeysError> {
         let body = body.map(|json| Bytes::from(json.to_string()));
-        let request = self.request(method, path, bearer, body.as_ref().map_or(0, Bytes::len))?;
+        let request = self.request(method, path, bearer, body.as_ref().map(Bytes::len))?;
         let reply = self
             .client
             .send(
@@ -90,7 +90,7 @@ impl Gateway {
         method: &str,
         path: &str,
         bearer: Option<&str>,
-        length: usize,
+        body_length: Option<usize>,
     ) -> Result<RequestHeader, KeysError> {
         let protocol = |e: Box<pingora::Error>| ClientError::Protocol(e.to_string());
         let mut request = RequestHeader::build(method, path.as_bytes(), None).map_err(protocol)?;
@@ -101,8 +101,6 @@ impl Gateway {
         let headers = [
             ("host", host),
             ("accept", ACCEPT.to_string()),
-            ("content-type", "application/json".to_string()),
-            ("content-length", length.to_string()),
             (
                 "user-agent",
                 concat!("clustergate-keys/", env!("CARGO_PKG_VERSION")).to_string(),
@@ -110,6 +108,15 @@ impl Gateway {
         ];
         for (name, value) in headers {
             request.insert_header(name, value).map_err(protocol)?;
+        }
+        // (GET and DELETE go without a body, and so without its headers)
+        if let Some(length) = body_length {
+            request
+                .insert_header("content-type", "application/json")
+                .map_err(protocol)?;
+            request
+                .insert_header("content-length", length.to_string())
+                .map_err(protocol)?;
         }
         if let Some(token) = bearer {
             request

@@ -186,7 +186,7 @@ async fn command_run(
             let path = format!("{KEYS_PATH}/{id}/rotate");
             let body = rotate_body(*expires_in_seconds);
             let answer = gateway
-                .call("POST", &path, Some(token), body.as_ref(), 201)
+                .call("POST", &path, Some(token), Some(&body), 201)
                 .await?;
             print_created(
                 &answer,
@@ -229,9 +229,12 @@ fn create_body(new: &NewKey) -> Value {
     body
 }
 
-/// A rotation's body: none keeps the old key's lifetime.
-fn rotate_body(expires_in_seconds: Option<u64>) -> Option<Value> {
-    expires_in_seconds.map(|seconds| json!({ "expires_in_seconds": seconds }))
+/// A rotation's body: without a lifetime, the new key gets the old key's.
+fn rotate_body(expires_in_seconds: Option<u64>) -> Value {
+    match expires_in_seconds {
+        Some(seconds) => json!({ "expires_in_seconds": seconds }),
+        None => json!({}),
+    }
 }
 
 /// The list's path, filtered by owner (percent-encoded) when asked.
