@@ -31,7 +31,8 @@
 //! admin listener (`/metrics`, `/healthz`, `/readyz`), the dashboards' health checks, and
 //! the reload on SIGHUP (`app::restart` names what only a restart applies).
 //! `observe::logs` sets up where log lines go (`main`). `import` is
-//! `clustergate users import`: the dashboard's accounts as a users file and a roles file.
+//! `clustergate users import`: the dashboard's accounts as a users file and a roles file;
+//! `keys_cli` is `clustergate keys`: API keys managed through a running gateway's HTTP API.
 
 // The few libc calls allow it where they are, each with its SAFETY note.
 #![deny(unsafe_code)]
@@ -54,6 +55,7 @@ mod error_answers;
 mod errors;
 mod forward;
 pub mod import;
+pub mod keys_cli;
 mod observe;
 mod oidc;
 pub use observe::logs;

@@ -6,9 +6,11 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use clustergate::accounts::{self, AccountsCommand, AccountsError};
+use clustergate::config::ProviderUrl;
 use clustergate::import::{self, CephCli, Destination, ImportError};
+use clustergate::keys_cli::{self, args as key_args, Connection, Credentials, KeysCommand, Trust};
 use clustergate::{config, logs, server, users::PasswordHash};
 
 /// mimalloc instead of glibc's malloc: the request path allocates many small, short-lived
@@ -75,6 +77,101 @@ enum Command {
         #[command(subcommand)]
         command: AccountsSubcommand,
     },
+    /// API keys for scripts, exporters and CI jobs, through a running gateway's HTTP API
+    /// (docs/api-keys.md). Exits 1 with the gateway's status and detail when it refuses.
+    Keys {
+        #[command(subcommand)]
+        command: KeysSubcommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysSubcommand {
+    /// Create a key: prints only the key on standard output (shown this once), what it is
+    /// on standard error.
+    Create {
+        #[command(flatten)]
+        gateway: GatewayArgs,
+        /// What the key is for: 1 to 64 of A-Z a-z 0-9 . _ -
+        #[arg(long, value_parser = key_args::key_name)]
+        name: String,
+        /// The roles it acts with (at most yours), comma-separated.
+        #[arg(long, required = true, value_delimiter = ',', value_parser = key_args::role)]
+        roles: Vec<String>,
+        /// Its lifetime: 30d, 12h, 90m or 45s (at most the gateway's api_keys.max_lifetime_days).
+        #[arg(long, value_parser = key_args::lifetime)]
+        expires_in: u64,
+        /// A client address range it is accepted from (CIDR, or one address; repeat for
+        /// more). Default: any.
+        #[arg(long = "network", value_parser = key_args::network)]
+        networks: Vec<ipnet::IpNet>,
+        /// Create it for this user (administrators only).
+        #[arg(long)]
+        owner: Option<String>,
+    },
+    /// List keys (yours; an administrator's: everyone's) as a table, never a secret.
+    List {
+        #[command(flatten)]
+        gateway: GatewayArgs,
+        /// Only this user's keys (administrators).
+        #[arg(long)]
+        owner: Option<String>,
+        /// The gateway's JSON answer instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key: refused at once by this gateway, by the others within the revocation
+    /// feed's bound.
+    Revoke {
+        #[command(flatten)]
+        gateway: GatewayArgs,
+        /// The key's id (the ID column of `keys list`).
+        #[arg(value_parser = key_args::key_id)]
+        id: String,
+    },
+    /// Replace a key by a new one (same name, owner, roles, networks) and revoke it; prints
+    /// the new key as `create` does.
+    Rotate {
+        #[command(flatten)]
+        gateway: GatewayArgs,
+        #[arg(value_parser = key_args::key_id)]
+        id: String,
+        /// The new key's lifetime (default: the old key's): 30d, 12h, 90m or 45s.
+        #[arg(long, value_parser = key_args::lifetime)]
+        expires_in: Option<u64>,
+    },
+}
+
+/// Where the gateway is, how its certificate is verified, and who asks.
+#[derive(Args)]
+struct GatewayArgs {
+    /// The gateway's address: https://host:port (http:// only to a loopback address).
+    #[arg(long, default_value = "https://127.0.0.1:8443", value_parser = key_args::gateway)]
+    gateway: ProviderUrl,
+    /// Verify the gateway's certificate against this PEM file (its certificate or its CA;
+    /// a generated one's CA is state_dir/tls/ca.pem). Default: the system's roots.
+    #[arg(long)]
+    ca_file: Option<PathBuf>,
+    /// Do not verify the gateway's certificate at all.
+    #[arg(long, conflicts_with = "ca_file")]
+    insecure: bool,
+    #[command(flatten)]
+    login: LoginArgs,
+    /// The user's password: the first line of this file (default: one line of standard input).
+    #[arg(long, requires = "user", conflicts_with = "token_file")]
+    password_file: Option<PathBuf>,
+}
+
+/// Who the command acts as: a gateway token, or a user who logs in for it.
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct LoginArgs {
+    /// A file holding a gateway token (from POST /api/auth).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Log in as this user (and out at the end); the password is never an argument.
+    #[arg(long)]
+    user: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -145,6 +242,7 @@ fn main() -> ExitCode {
         Command::HashPassword => hash_password(),
         Command::Unlock { config, username } => unlock(&config, &username),
         Command::Accounts { command } => accounts(command),
+        Command::Keys { command } => keys(command),
         Command::Users {
             command:
                 UsersCommand::Import {
@@ -230,6 +328,78 @@ fn accounts(command: AccountsSubcommand) -> ExitCode {
         Err(e) => {
             eprintln!("clustergate accounts: {e}");
             ExitCode::from(EXIT_UNAVAILABLE)
+        }
+    }
+}
+
+fn keys(command: KeysSubcommand) -> ExitCode {
+    let (gateway, command) = match command {
+        KeysSubcommand::Create {
+            gateway,
+            name,
+            roles,
+            expires_in,
+            networks,
+            owner,
+        } => (
+            gateway,
+            KeysCommand::Create(keys_cli::NewKey {
+                name,
+                roles,
+                expires_in_seconds: expires_in,
+                networks,
+                owner,
+            }),
+        ),
+        KeysSubcommand::List {
+            gateway,
+            owner,
+            json,
+        } => (gateway, KeysCommand::List { owner, json }),
+        KeysSubcommand::Revoke { gateway, id } => (gateway, KeysCommand::Revoke { id }),
+        KeysSubcommand::Rotate {
+            gateway,
+            id,
+            expires_in,
+        } => (
+            gateway,
+            KeysCommand::Rotate {
+                id,
+                expires_in_seconds: expires_in,
+            },
+        ),
+    };
+    let (printed, result) = keys_cli::run(gateway.connection(), command);
+    eprint!("{}", printed.stderr);
+    print!("{}", printed.stdout);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("clustergate keys: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+impl GatewayArgs {
+    fn connection(self) -> Connection {
+        let trust = match (self.ca_file, self.insecure) {
+            (_, true) => Trust::Insecure,
+            (Some(path), false) => Trust::CaFile(path),
+            (None, false) => Trust::System,
+        };
+        let credentials = match (self.login.token_file, self.login.user) {
+            (Some(path), _) => Credentials::TokenFile(path),
+            // (clap's group: one of the two is given)
+            (None, user) => Credentials::Password {
+                user: user.unwrap_or_default(),
+                password_file: self.password_file,
+            },
+        };
+        Connection {
+            gateway: self.gateway,
+            trust,
+            credentials,
         }
     }
 }

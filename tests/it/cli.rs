@@ -1,5 +1,5 @@
-//! The command line: `check-config` (exit 64, one `FILE: KEY: message` line per problem) and
-//! `hash-password`.
+//! The command line: `check-config` (exit 64, one `FILE: KEY: message` line per problem),
+//! `hash-password`, and `keys`' arguments, TLS and login (its work: tests of the key API).
 
 use std::fs;
 use std::process::Output;
@@ -300,4 +300,196 @@ fn users_import_without_a_working_ceph_exits_69_and_writes_nothing() {
         stderr(&out)
     );
     assert!(!users.exists() && !roles.exists());
+}
+
+/// `clustergate keys ARGS` against `gw` (TLS), with `stdin`.
+fn keys(gw: &RunningGateway, args: &[&str], stdin: Option<&str>) -> Output {
+    let gateway = gw.url("");
+    let mut all = vec![args[0], args[1], "--gateway", &gateway];
+    all.extend_from_slice(&args[2..]);
+    cli(&all, stdin)
+}
+
+#[test]
+fn keys_verifies_the_gateway_against_its_ca_and_exits_1_with_the_gateways_refusal() {
+    let gw = Gateway::new().user(User::admin()).tls(true).start();
+    let ca = gw.state_dir().join("tls/ca.pem");
+    let ca = ca.to_str().unwrap();
+    let user = ["--user", ADMIN];
+
+    let out = keys(
+        &gw,
+        &[&["keys", "list", "--ca-file", ca][..], &user].concat(),
+        Some("wrong\n"),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{err}");
+    assert!(
+        err.contains("the gateway answered 400: Invalid credentials"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+
+    // The password from a file, as from standard input.
+    let dir = tempfile::tempdir().unwrap();
+    let password_file = dir.path().join("password");
+    fs::write(&password_file, "wrong\n").unwrap();
+    let from_file = ["--password-file", password_file.to_str().unwrap()];
+    let args = [&["keys", "list", "--ca-file", ca][..], &user, &from_file].concat();
+    let out = keys(&gw, &args, None);
+    assert!(
+        stderr(&out).contains("the gateway answered 400: Invalid credentials"),
+        "{}",
+        stderr(&out)
+    );
+
+    // The system's roots do not hold the gateway's generated CA: nothing is sent.
+    let out = keys(
+        &gw,
+        &[&["keys", "list"][..], &user].concat(),
+        Some("wrong\n"),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{err}");
+    assert!(
+        err.contains("cannot reach") && !err.contains("answered"),
+        "{err}"
+    );
+
+    // --insecure reaches it, and says so.
+    let out = keys(
+        &gw,
+        &[&["keys", "list", "--insecure"][..], &user].concat(),
+        Some("wrong\n"),
+    );
+    let err = stderr(&out);
+    assert!(err.starts_with("warning: --insecure"), "{err}");
+    assert!(
+        err.contains("the gateway answered 400: Invalid credentials"),
+        "{err}"
+    );
+}
+
+#[test]
+fn keys_exits_2_for_bad_arguments_before_anything_is_read_or_sent() {
+    let create = ["keys", "create", "--user", "u", "--roles", "read-only"];
+    let cases: &[&[&str]] = &[
+        &[&create[..], &["--name", "ci", "--expires-in", "30"]].concat(),
+        &[&create[..], &["--name", "ci", "--expires-in", "0d"]].concat(),
+        &[
+            &create[..],
+            &[
+                "--name",
+                "ci",
+                "--expires-in",
+                "30d",
+                "--network",
+                "10.0.0.0/33",
+            ],
+        ]
+        .concat(),
+        &[&create[..], &["--name", "a b", "--expires-in", "30d"]].concat(),
+        &[
+            "keys",
+            "create",
+            "--user",
+            "u",
+            "--name",
+            "ci",
+            "--expires-in",
+            "30d",
+        ],
+        &["keys", "list"],
+        &["keys", "list", "--user", "u", "--token-file", "t"],
+        &["keys", "list", "--token-file", "t", "--password-file", "p"],
+        &[
+            "keys",
+            "list",
+            "--user",
+            "u",
+            "--ca-file",
+            "c",
+            "--insecure",
+        ],
+        &[
+            "keys",
+            "list",
+            "--user",
+            "u",
+            "--gateway",
+            "http://gw.example:8443",
+        ],
+        &["keys", "revoke", "--user", "u", "cgk_0123456789abcdef"],
+        &[
+            "keys",
+            "rotate",
+            "--user",
+            "u",
+            "0123456789abcdef",
+            "--expires-in",
+            "1y",
+        ],
+    ];
+    for args in cases {
+        let out = cli(args, Some("password\n"));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+    // Good arguments get past the checks: exit 1, as nothing listens at the address.
+    let port = free_port().to_string();
+    let gateway = format!("http://127.0.0.1:{port}");
+    let good = [
+        &create[..],
+        &["--name", "ci", "--expires-in", "30d", "--gateway", &gateway],
+    ]
+    .concat();
+    let out = cli(&good, Some("password\n"));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot reach"), "{err}");
+}
+
+/// A key id no gateway has: 404 before and after the key API exists.
+const NO_SUCH_KEY: &str = "0123456789abcdef";
+
+#[tokio::test]
+async fn keys_logs_in_for_the_command_and_out_at_its_end_even_when_refused() {
+    let gw = Gateway::new().user(User::admin()).tls(true).start();
+    let ca = gw.state_dir().join("tls/ca.pem");
+    let args = [
+        "keys",
+        "revoke",
+        "--ca-file",
+        ca.to_str().unwrap(),
+        "--user",
+        ADMIN,
+        NO_SUCH_KEY,
+    ];
+    let out = keys(&gw, &args, Some(&format!("{ADMIN_PW}\n")));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the gateway answered 404: "), "{err}");
+    let audited = |logs: &str, event: &str, result: &str| {
+        logs.lines().any(|l| {
+            [
+                &format!(r#""event":"{event}""#),
+                r#""user":"admin""#,
+                result,
+            ]
+            .iter()
+            .all(|part| l.contains(part))
+        })
+    };
+    let logged_out = gw
+        .logs_come_to(|logs| audited(logs, "logout", r#""result":200"#))
+        .await;
+    assert!(
+        logged_out,
+        "no logout of the command's login:\n{}",
+        gw.logs()
+    );
+    assert!(audited(&gw.logs(), "login", r#""result":201"#));
+    assert!(
+        !gw.logs().contains(ADMIN_PW),
+        "the password in the gateway's logs"
+    );
 }
