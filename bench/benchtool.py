@@ -635,7 +635,7 @@ def cmd_callgrind(dump, requests, report_txt):
          "top_own_inclusive": own, "file": os.path.basename(report_txt)})
 
 
-CALLGRIND_LABELS = ("floor", "proxied", "proxied_logged", "check")
+CALLGRIND_LABELS = ("floor", "proxied", "proxied_logged", "check", "proxied_key")
 
 
 def callgrind_summary(extra):
@@ -644,7 +644,7 @@ def callgrind_summary(extra):
               for label in CALLGRIND_LABELS}
     floor = counts.get("floor")
     ratios = {f"{label}_vs_floor": round(counts[label] / floor, 3)
-              for label in ("proxied", "proxied_logged") if counts.get(label) and floor}
+              for label in ("proxied", "proxied_logged", "proxied_key") if counts.get(label) and floor}
     return {"instructions_per_request": counts, "ratios": ratios}
 
 
@@ -1046,8 +1046,9 @@ def markdown(res):
              f"{fmt(res['rss_10k_conns_mb'], 1)} MB ({fmt(conns.get('kb_per_connection'), 1)} KB each) |")
     L.append(f"| resident memory at the end of the run | {fmt(mem.get('rss_after_load_mb'), 1)} MB |")
     ipr = res.get("instructions_per_request") or {}
-    L.append(f"| clustergate instructions per request (callgrind, user space): proxied / token check | "
-             f"{fmt(ipr.get('proxied'), 0)} / {fmt(ipr.get('check'), 0)} |")
+    L.append(f"| clustergate instructions per request (callgrind, user space): proxied with a login's token / "
+             f"with an API key / token check | "
+             f"{fmt(ipr.get('proxied'), 0)} / {fmt(ipr.get('proxied_key'), 0)} / {fmt(ipr.get('check'), 0)} |")
     ratios = res.get("instructions_ratios") or {}
     L.append(f"| instructions per proxied request: pingora floor; clustergate over it, access log off / on | "
              f"{fmt(ipr.get('floor'), 0)}; {fmt(ratios.get('proxied_vs_floor'), 2)}x / "

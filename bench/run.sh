@@ -267,6 +267,10 @@ scopes_file = "$ROOT/conf/scopes/16.2.toml"
 # answer the polled health path from memory. The cache's effect is bench/manager_load.py's.
 [answer_cache]
 enabled = false
+# The key row of section 8 sends 3,000 requests with one key at once: its bucket holds them.
+[api_keys]
+rate_per_second = 100000
+burst = 100000
 EOF
 "$CG" check-config --config "$WORK/cg/clustergate.toml" >"$WORK/cg/check-config.out" 2>&1 ||
   die "bench clustergate config refused: $(cat "$WORK/cg/check-config.out")"
@@ -836,6 +840,12 @@ until_forwarding() {  # url: true once it answers 200 (valgrind starts a server 
   [ "$(code_of "$1" -H "$AUTH" -H "$ACCEPT")" = 200 ] || return 1
   ld h2load --h1 -n 300 -c 10 -H "$AUTH" -H "$ACCEPT" "$1" >/dev/null 2>&1 || true   # warm-up
 }
+bench_api_key() {  # an API key of the bench user's, made through the key API: the key
+  curl -fsS -H "$AUTH" -H "$ACCEPT" -H 'Content-Type: application/json' \
+    -d '{"name": "bench", "roles": ["read-only"], "expires_in_seconds": 3600}' \
+    "http://127.0.0.1:$P_CG/api/clustergate/keys" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])'
+}
 if [ "$CALLGRIND" = 1 ]; then
   log "callgrind: restarting the pingora floor under valgrind to count instructions per request"
   stop_server "$FLOOR_PID"
@@ -853,6 +863,12 @@ if [ "$CALLGRIND" = 1 ]; then
     callgrind_count proxied "$VG_PID" "$URL_CG" -H "$AUTH" -H "$ACCEPT"
     callgrind_count check "$VG_PID" "http://127.0.0.1:$P_CG/api/auth/check" -d "$WORK/check-cg.json" \
       -H "$CHECK_ACCEPT" -H 'Content-Type: application/json'
+    # The same proxied request with an API key instead of the login's token.
+    if api_key=$(bench_api_key); then
+      callgrind_count proxied_key "$VG_PID" "$URL_CG" -H "Authorization: Bearer $api_key" -H "$ACCEPT"
+    else
+      soft_error "no API key could be made for the key row"
+    fi
   else
     soft_error "clustergate under callgrind did not start forwarding"
   fi

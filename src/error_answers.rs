@@ -77,10 +77,14 @@ impl From<AuthError> for GatewayError {
             AuthError::NoRole => GatewayError::Forbidden,
             AuthError::NoDashboardAccount => GatewayError::NoDashboardAccount,
             AuthError::LocalLoginClosed => GatewayError::LocalLoginClosed,
+            AuthError::NotPermitted(detail) => GatewayError::NotPermitted { detail },
             AuthError::NotFound { path } => GatewayError::not_found(&path),
             AuthError::MethodNotAllowed { allow } => GatewayError::MethodNotAllowed { allow },
             AuthError::RateLimited { retry_after } => {
                 GatewayError::LoginRateLimited { retry_after }
+            }
+            AuthError::KeyRateLimited { retry_after } => {
+                GatewayError::KeyRateLimited { retry_after }
             }
             AuthError::Password(e) => e.into(),
             AuthError::State(e) => e.into(),
@@ -365,9 +369,11 @@ mod tests {
             (AuthError::NoRole, 403),
             (AuthError::NoDashboardAccount, 403),
             (AuthError::LocalLoginClosed, 403),
+            (AuthError::NotPermitted("not yours".into()), 403),
             (AuthError::not_found("/auth/oidc/x"), 404),
             (AuthError::MethodNotAllowed { allow: "POST" }, 405),
             (AuthError::RateLimited { retry_after: 20 }, 429),
+            (AuthError::KeyRateLimited { retry_after: 2 }, 429),
             (AuthError::Password(HashError::Busy), 429),
             (AuthError::Password(HashError::Bcrypt), 500),
             (

@@ -34,6 +34,9 @@ pub enum GatewayError {
     Unauthorized,
     #[error("You don't have permissions to access that resource")]
     Forbidden,
+    /// Authenticated, but not allowed this, for the reason `detail` gives.
+    #[error("{detail}")]
+    NotPermitted { detail: String },
     /// `upstream.identity = "user"`: the password is good here, but the dashboard has no
     /// account with this name and password to act as.
     #[error("The dashboard has no account with this username and password: the gateway acts as each user's own dashboard account (upstream.identity = \"user\"), so create or import that account on the dashboard with the same password.")]
@@ -78,6 +81,9 @@ pub enum GatewayError {
     /// This client address failed to log in too often: its bucket is empty.
     #[error("Too many failed logins from this address; try again in {retry_after} seconds.")]
     LoginRateLimited { retry_after: u64 },
+    /// This API key's bucket is empty (`api_keys.rate_per_second`, `api_keys.burst`).
+    #[error("Too many requests with this API key; try again in {retry_after} seconds.")]
+    KeyRateLimited { retry_after: u64 },
     #[error("{detail}")]
     BadGateway { detail: String },
     #[error("{detail}")]
@@ -187,7 +193,8 @@ impl GatewayError {
             GatewayError::Forbidden
             | GatewayError::NotOffered
             | GatewayError::LocalLoginClosed
-            | GatewayError::NoDashboardAccount => 403,
+            | GatewayError::NoDashboardAccount
+            | GatewayError::NotPermitted { .. } => 403,
             GatewayError::NotFound { .. } => 404,
             GatewayError::MethodNotAllowed { .. } => 405,
             GatewayError::PayloadTooLarge { .. } => 413,
@@ -195,7 +202,8 @@ impl GatewayError {
             GatewayError::HeaderTimeout { .. } | GatewayError::BodyTimeout { .. } => 408,
             GatewayError::TooManyRequests
             | GatewayError::TooManyConnections { .. }
-            | GatewayError::LoginRateLimited { .. } => 429,
+            | GatewayError::LoginRateLimited { .. }
+            | GatewayError::KeyRateLimited { .. } => 429,
             GatewayError::HeaderTooLarge { .. } => 431,
             GatewayError::BadGateway { .. } => 502,
             GatewayError::Unavailable { .. } | GatewayError::Overloaded => 503,
@@ -214,7 +222,8 @@ impl GatewayError {
             | GatewayError::Overloaded => {
                 vec![("retry-after", "1".to_string())]
             }
-            GatewayError::LoginRateLimited { retry_after } => {
+            GatewayError::LoginRateLimited { retry_after }
+            | GatewayError::KeyRateLimited { retry_after } => {
                 vec![("retry-after", retry_after.to_string())]
             }
             _ => Vec::new(),
@@ -333,6 +342,17 @@ mod tests {
                 "detail": "Too many failed logins from this address; try again in 7 seconds.",
                 "request_id": "r",
             })
+        );
+    }
+
+    #[test]
+    fn a_rate_limited_api_key_is_429_with_retry_after_in_the_status_shape() {
+        let e = GatewayError::KeyRateLimited { retry_after: 3 };
+        assert_eq!(e.status(), 429);
+        assert_eq!(e.headers(), vec![("retry-after", "3".to_string())]);
+        assert_eq!(
+            e.body("r")["detail"],
+            "Too many requests with this API key; try again in 3 seconds."
         );
     }
 

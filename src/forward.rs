@@ -373,6 +373,7 @@ mod tests {
                 grants: Grants::of(&[Role::ReadOnly]),
                 enabled: true,
                 provider_subject: None,
+                api_key: None,
             })),
             user_token: None,
             seen_as: None,

@@ -11,7 +11,9 @@
 //!    "dashboard"` the dashboard checks the password; with `upstream.identity = "user"` each
 //!    user acts upstream as their own dashboard account); `docs` answers `/docs`. With
 //!    `[oidc]`, `oidc` verifies the identity provider's tokens (and `auth::sso` serves the
-//!    browser's login under `/auth/oidc/`).
+//!    browser's login under `/auth/oidc/`). API keys (`api_keys`: the format and the record)
+//!    are bearer tokens too (`auth::source::api_keys`), managed under
+//!    `/api/clustergate/keys` (`auth::key_api`).
 //! 3. Everything else is admitted by `access` (method, token, operation, role, version),
 //!    its body read by `edge::request`, and forwarded by `dashboards` (which manager, one
 //!    request's attempts, what a try learns: `dashboards::failover`) and `forward` (what
@@ -39,7 +41,6 @@
 
 mod access;
 mod answer_cache;
-#[allow(dead_code)] // (until the stores and the source use it, later in this branch of work)
 mod api_keys;
 mod app;
 mod auth;

@@ -10,6 +10,8 @@ pub enum Route {
     TokenCheck,
     /// `POST /api/auth/logout`: served by the gateway.
     Logout,
+    /// `/api/clustergate/keys...`: the API keys' management, served by the gateway.
+    Keys,
     /// Any other `/api` or `/ui-api` path: token, role and version checked, then forwarded.
     Api,
     /// `/docs...`: the API description.
@@ -23,10 +25,11 @@ pub enum Route {
 
 impl Route {
     /// Every route, in declaration order (`self as usize` indexes it).
-    pub const ALL: [Route; 7] = [
+    pub const ALL: [Route; 8] = [
         Route::Login,
         Route::TokenCheck,
         Route::Logout,
+        Route::Keys,
         Route::Api,
         Route::Docs,
         Route::Sso,
@@ -43,6 +46,8 @@ impl Route {
             "/api/auth" => Route::Login,
             "/api/auth/check" => Route::TokenCheck,
             "/api/auth/logout" => Route::Logout,
+            "/api/clustergate/keys" => Route::Keys,
+            p if p.starts_with("/api/clustergate/keys/") => Route::Keys,
             "/api" | "/ui-api" => Route::Api,
             p if p.starts_with("/api/") || p.starts_with("/ui-api/") => Route::Api,
             "/docs" => Route::Docs,
@@ -58,6 +63,7 @@ impl Route {
             Route::Login => "auth",
             Route::TokenCheck => "auth_check",
             Route::Logout => "auth_logout",
+            Route::Keys => "api_keys",
             Route::Api => "proxy",
             Route::Docs => "docs",
             Route::Sso => "sso",
@@ -86,6 +92,10 @@ mod tests {
             ("/api/auth/check/", Route::TokenCheck),
             ("/api/auth/logout", Route::Logout),
             ("/api/auth/other", Route::Api),
+            ("/api/clustergate/keys", Route::Keys),
+            ("/api/clustergate/keys/", Route::Keys),
+            ("/api/clustergate/keys/0123/rotate", Route::Keys),
+            ("/api/clustergate/keysx", Route::Api),
             ("/api/authx", Route::Api),
             ("/api/pool", Route::Api),
             ("/api", Route::Api),

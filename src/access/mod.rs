@@ -8,6 +8,8 @@ mod drift;
 mod releases;
 mod table;
 
+use std::net::IpAddr;
+
 use std::sync::Arc;
 
 use http::{HeaderMap, Method};
@@ -75,6 +77,8 @@ pub struct Request<'a> {
     pub headers: &'a HeaderMap,
     /// The system roles of the manager's release.
     pub edition: RoleEdition,
+    /// Who sent it (`client_addr`), which an API key may be limited to.
+    pub client: Option<IpAddr>,
 }
 
 impl<'a> Request<'a> {
@@ -83,6 +87,7 @@ impl<'a> Request<'a> {
         route: Route,
         path: &'a str,
         edition: RoleEdition,
+        client: Option<IpAddr>,
     ) -> Self {
         Request {
             route,
@@ -91,6 +96,7 @@ impl<'a> Request<'a> {
             query: header.uri.query(),
             headers: &header.headers,
             edition,
+            client,
         }
     }
 }
@@ -190,7 +196,11 @@ impl Admission {
         let authenticated = match requirement {
             Ok(Requirement::Open) => None,
             Err(_) if request.route != Route::Api => None,
-            _ => Some(self.auth.authenticate(request.headers, now).await?),
+            _ => Some(
+                self.auth
+                    .authenticate(request.headers, request.client, now)
+                    .await?,
+            ),
         };
         let (user, user_token) = match authenticated {
             Some(a) => (Some(a.user), a.upstream),

@@ -360,6 +360,7 @@ mod tests {
             grants: Grants::of(&[role]),
             enabled: true,
             provider_subject: None,
+            api_key: None,
         })
     }
 

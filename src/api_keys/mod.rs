@@ -149,6 +149,13 @@ pub fn revocation_id(id: &str) -> String {
     format!("apikey:{id}")
 }
 
+/// What names a key in the logs and the audit (never its secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLabel {
+    pub id: String,
+    pub name: String,
+}
+
 /// A stored key with when it was last used (`None`: never).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredKey {

@@ -26,8 +26,8 @@ use super::reload::{Live, Reloader};
 use super::upgrade::{self, Invocation, SelfUpgrade};
 use crate::access::Admission;
 use crate::answer_cache::AnswerCache;
-use crate::auth::{self, Auth, AuthParts, DashboardAccounts};
-use crate::config::{Config, OidcConfig, ServerConfig, TlsMode, UpstreamIdentity};
+use crate::auth::{self, Auth, AuthParts, DashboardAccounts, KeyLimits, KeyPolicy};
+use crate::config::{ApiKeysConfig, Config, OidcConfig, ServerConfig, TlsMode, UpstreamIdentity};
 use crate::dashboards::credentials::ServiceAccount;
 use crate::dashboards::{UpstreamError, Upstreams};
 use crate::edge::body_budget::{self, BodyBudget};
@@ -44,7 +44,7 @@ use crate::oidc::{KeyRefresher, Provider};
 use crate::proxy::Gateway;
 use crate::readiness::{DrainThenStop, Readiness};
 use crate::secrets::{self, SecretError};
-use crate::state::{StateError, Stores};
+use crate::state::{BucketRate, StateError, Stores};
 use crate::tls::{self, ServingCert, TlsError};
 use crate::tokens::TokenService;
 use crate::users::{PasswordChecker, UserDb};
@@ -367,7 +367,22 @@ fn auth(
         metrics: metrics.clone(),
         dashboard: users_own_accounts(dashboards, identity, &config.api.vendor, stores),
         oidc: provider.clone(),
+        key_limits: KeyLimits {
+            rate: key_rate(&config.api_keys),
+            max_keys: config.api_keys.max_keys,
+        },
+        key_policy: KeyPolicy {
+            max_lifetime_seconds: config.api_keys.max_lifetime.as_secs(),
+        },
     }))
+}
+
+/// Each API key's bucket: `burst` requests, refilled at `rate_per_second`.
+fn key_rate(settings: &ApiKeysConfig) -> BucketRate {
+    BucketRate {
+        burst: settings.burst,
+        refill_ms: 1000 / u64::from(settings.rate_per_second.max(1)),
+    }
 }
 
 /// With `upstream.identity = "user"`: the users' own dashboard accounts, logged in as

@@ -34,7 +34,7 @@ impl Auth {
         };
         let token = body_token.or_else(|| req.query_param("token").map(|t| t.into_owned()));
         let status = if backend_available { 200 } else { 503 };
-        let body = match self.verify_token(token.as_deref(), now).await {
+        let body = match self.verify_token(token.as_deref(), req.client, now).await {
             Ok(authenticated) => valid_token_body(&authenticated.user, req.edition),
             Err(TokenRejection::Store(e)) => return Err(e.into()),
             Err(_) => {
@@ -103,6 +103,7 @@ mod tests {
             grants: Grants::of(&roles),
             enabled: true,
             provider_subject: None,
+            api_key: None,
         };
         let expected = json!({
             "username": user.username,

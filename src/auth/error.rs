@@ -31,6 +31,9 @@ pub enum AuthError {
     /// `oidc.local_login = false`.
     #[error("logging in with a password is turned off")]
     LocalLoginClosed,
+    /// Authenticated, but this is not theirs to do (the text says why and what would be).
+    #[error("{0}")]
+    NotPermitted(String),
     #[error("no such path: {path}")]
     NotFound { path: String },
     #[error("method not allowed (allowed: {allow})")]
@@ -38,6 +41,9 @@ pub enum AuthError {
     /// The client's bucket of failed logins is empty.
     #[error("too many failed logins from this client")]
     RateLimited { retry_after: u64 },
+    /// An API key's bucket is empty (`api_keys.rate_per_second`).
+    #[error("too many requests with this API key")]
+    KeyRateLimited { retry_after: u64 },
     /// The password could not be checked (`Busy`: too many checks wait already).
     #[error(transparent)]
     Password(#[from] HashError),

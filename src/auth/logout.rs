@@ -116,7 +116,7 @@ mod tests {
         let token = token_for(&auth, "admin", NOW);
         let headers = with_bearer(&token);
         let req = request(&headers, "");
-        assert!(auth.authenticate(&headers, NOW).await.is_ok());
+        assert!(auth.authenticate(&headers, None, NOW).await.is_ok());
         let mut subject = AuthSubject::default();
         let response = auth.logout(&req, NOW, &mut subject).await.unwrap();
         assert_eq!(response.status, 200);
@@ -125,7 +125,7 @@ mod tests {
             .1
             .contains("Max-Age=0; HttpOnly; Path=/"));
         assert!(matches!(
-            auth.authenticate(&headers, NOW).await,
+            auth.authenticate(&headers, None, NOW).await,
             Err(AuthError::Unauthorized)
         ));
         assert_eq!(

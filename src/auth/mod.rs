@@ -6,6 +6,7 @@ mod check;
 mod client_limit;
 mod dashboard;
 mod error;
+mod key_api;
 mod logout;
 mod password_login;
 mod policy;
@@ -14,6 +15,7 @@ pub mod request;
 mod source;
 mod sso;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -24,17 +26,19 @@ pub use crate::observe::audit::AuthSubject;
 use crate::observe::metrics::{Metrics, TokenCheckResult};
 use crate::oidc::{KeyError, OidcError, Provider};
 use crate::routes::Route;
-use crate::state::{BucketRate, StateError, Stores, UnixMillis, UnixTime};
+use crate::state::{unix_now_ms, BucketRate, StateError, Stores, UnixMillis, UnixTime};
 use crate::tokens::{TokenError, TokenService};
 use crate::users::{PasswordChecker, User, UserDb};
 use crate::versioning::{ApiVersion, Negotiated};
 
 pub use dashboard::{DashboardAccounts, UserToken};
 pub use error::AuthError;
+pub use key_api::{KeyApiRequest, KeyPolicy, KEYS_PATH};
 use policy::LoginPolicy;
 pub use refusal_time::RefusalFloor;
 pub use request::AuthRequest;
-use source::{SourceParts, Sources};
+pub use source::KeyLimits;
+use source::{Bearer, KeyRefusal, SourceParts, Sources};
 
 /// The version of all three auth endpoints, as on the dashboard.
 const AUTH_VERSION: ApiVersion = ApiVersion::V1_0;
@@ -63,6 +67,8 @@ pub struct Auth {
     /// The users' own dashboard sessions (`auth.source = "dashboard"` or
     /// `upstream.identity = "user"`); `None`: the dashboards see the service account.
     dashboard: Option<Arc<DashboardAccounts>>,
+    /// How long an API key may live.
+    key_policy: KeyPolicy,
 }
 
 /// What [`Auth`] is built from, at start-up (`app::server`) and in unit tests.
@@ -82,6 +88,10 @@ pub struct AuthParts {
     pub dashboard: Option<Arc<DashboardAccounts>>,
     /// Single sign-on (`[oidc]`): the provider whose access tokens are accepted too.
     pub oidc: Option<Arc<Provider>>,
+    /// Each API key's rate, and how many keys the caches hold.
+    pub key_limits: KeyLimits,
+    /// How long a key may live.
+    pub key_policy: KeyPolicy,
 }
 
 /// Whom a valid token authenticates, and the dashboard token their requests carry
@@ -109,6 +119,8 @@ enum TokenRejection {
     NoSession,
     #[error("identity provider token: {0}")]
     Provider(#[from] OidcError),
+    #[error("API key: {0}")]
+    ApiKey(KeyRefusal),
     #[error(transparent)]
     Store(#[from] StateError),
 }
@@ -129,6 +141,8 @@ impl Auth {
             metrics,
             dashboard,
             oidc,
+            key_limits,
+            key_policy,
         } = parts;
         let users = Arc::new(ArcSwap::from_pointee(users));
         let sources = Sources::build(SourceParts {
@@ -138,6 +152,7 @@ impl Auth {
             metrics: &metrics,
             dashboard: dashboard.as_ref(),
             oidc: oidc.as_ref(),
+            key_limits,
         });
         Auth {
             users,
@@ -155,6 +170,7 @@ impl Auth {
             tls,
             sources,
             dashboard,
+            key_policy,
         }
     }
 
@@ -188,15 +204,20 @@ impl Auth {
     }
 
     /// The user behind the request's token, for every API path the gateway forwards.
+    /// `client`: who sent it (`client_addr`), which an API key may be limited to.
     pub async fn authenticate(
         &self,
         headers: &http::HeaderMap,
+        client: Option<IpAddr>,
         now: UnixTime,
     ) -> Result<Authenticated, AuthError> {
-        self.verify_token(request::client_token(headers), now)
+        self.verify_token(request::client_token(headers), client, now)
             .await
             .map_err(|rejection| match rejection {
                 TokenRejection::Store(e) => AuthError::State(e),
+                TokenRejection::ApiKey(KeyRefusal::RateLimited { retry_after }) => {
+                    AuthError::KeyRateLimited { retry_after }
+                }
                 // Valid, but no group of the user's maps to a dashboard role.
                 TokenRejection::Provider(OidcError::NoRole { .. }) => AuthError::NoRole,
                 // Fail closed: no key set was ever fetched, or it is too old.
@@ -213,9 +234,10 @@ impl Auth {
     async fn verify_token(
         &self,
         token: Option<&str>,
+        client: Option<IpAddr>,
         now: UnixTime,
     ) -> Result<Authenticated, TokenRejection> {
-        let result = self.verify_token_uncounted(token, now).await;
+        let result = self.verify_token_uncounted(token, client, now).await;
         self.metrics.auth.token_check(token_check_result(&result));
         result
     }
@@ -224,6 +246,7 @@ impl Auth {
     async fn verify_token_uncounted(
         &self,
         token: Option<&str>,
+        client: Option<IpAddr>,
         now: UnixTime,
     ) -> Result<Authenticated, TokenRejection> {
         let token = token
@@ -234,8 +257,15 @@ impl Auth {
             // Not one of ours: a source's own (the provider's, if it names the provider
             // as its issuer).
             Err(e) => {
-                let bearer = self.sources.authenticate_bearer(token, now).await;
-                return bearer.unwrap_or(Err(e.into()));
+                let bearer = Bearer {
+                    token,
+                    client,
+                    now,
+                    // (an API key's bucket refills by the millisecond)
+                    now_ms: unix_now_ms(),
+                };
+                let owned = self.sources.authenticate_bearer(&bearer).await;
+                return owned.unwrap_or(Err(e.into()));
             }
         };
         if self.stores.revocations.is_revoked(&claims.jti, now).await? {
@@ -304,6 +334,12 @@ fn token_check_result(result: &Result<Authenticated, TokenRejection>) -> TokenCh
             OidcError::Key(KeyError::Unavailable) => TokenCheckResult::Error,
             _ => TokenCheckResult::Invalid,
         },
+        Err(TokenRejection::ApiKey(refusal)) => match refusal {
+            KeyRefusal::Expired => TokenCheckResult::Expired,
+            KeyRefusal::Revoked => TokenCheckResult::Revoked,
+            KeyRefusal::Owner => TokenCheckResult::UnknownUser,
+            _ => TokenCheckResult::Invalid,
+        },
         Err(TokenRejection::Store(_)) => TokenCheckResult::Error,
     }
 }
@@ -327,7 +363,7 @@ mod tests {
     }
 
     async fn valid(auth: &Auth, token: &str, now: UnixTime) -> bool {
-        auth.verify_token(Some(token), now).await.is_ok()
+        auth.verify_token(Some(token), None, now).await.is_ok()
     }
 
     #[tokio::test]
@@ -350,7 +386,7 @@ mod tests {
             let token = token_for(&auth, "admin", NOW);
             reload_admin(&auth, change);
             assert!(matches!(
-                auth.verify_token(Some(&token), NOW).await,
+                auth.verify_token(Some(&token), None, NOW).await,
                 Err(TokenRejection::CredentialReset)
             ));
             assert!(valid(&auth, &token_for(&auth, "admin", NOW), NOW).await);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Auth, AuthParts, AuthRequest};
+use super::{Auth, AuthParts, AuthRequest, KeyLimits, KeyPolicy};
 use crate::config::{AuthSource, LockoutPolicy};
 use crate::edge::respond::LocalResponse;
 use crate::observe::metrics::Metrics;
@@ -118,8 +118,21 @@ pub fn parts() -> AuthParts {
         metrics: Metrics::new(&prometheus::Registry::new()).unwrap(),
         dashboard: None,
         oidc: None,
+        key_limits: KeyLimits {
+            rate: KEY_RATE,
+            max_keys: 100,
+        },
+        key_policy: KeyPolicy {
+            max_lifetime_seconds: 90 * 86_400,
+        },
     }
 }
+
+/// Each API key's bucket in [`auth`]: 3 requests, then one a minute (no test waits).
+pub const KEY_RATE: BucketRate = BucketRate {
+    burst: 3,
+    refill_ms: 60_000,
+};
 
 /// Headers of a JSON POST with this Accept.
 pub fn post(accept: &str) -> http::HeaderMap {

@@ -553,6 +553,7 @@ mod tests {
             grants,
             enabled: true,
             provider_subject: None,
+            api_key: None,
         }
     }
 

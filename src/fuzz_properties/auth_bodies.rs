@@ -379,7 +379,7 @@ proptest! {
             prop_assert!(headers.values().any(|v| v.to_str().is_ok_and(|v| v.contains(token))));
         }
         let user = found.and_then(|t| f.user_of(t));
-        match block_on(f.auth.authenticate(&headers, NOW)) {
+        match block_on(f.auth.authenticate(&headers, None, NOW)) {
             Ok(authenticated) => prop_assert_eq!(Some(authenticated.user.username.as_str()), user),
             Err(e) => {
                 prop_assert_eq!(GatewayError::from(e).status(), 401);

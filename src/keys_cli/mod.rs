@@ -16,13 +16,12 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::api_keys::PresentedKey;
+use crate::auth::KEYS_PATH;
 use crate::config::ProviderUrl;
 use crate::dashboards::client::ClientError;
 use gateway::Gateway;
 use render::{CreatedKey, ListedKey};
 
-/// The API the command calls.
-const KEYS_PATH: &str = "/api/clustergate/keys";
 /// The longest token or password file, or password line, read (a token is about 1 KB).
 const MAX_SECRET_BYTES: u64 = 64 * 1024;
 

@@ -12,6 +12,7 @@ use serde::Serialize;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 
+use crate::api_keys::KeyLabel;
 use crate::config::LogFormat;
 use crate::decimal::{push_decimal, push_padded};
 use crate::observe::logs::{self, LogWriter};
@@ -41,6 +42,8 @@ pub struct Served<'a> {
     pub elapsed: Duration,
     /// The dashboard the request was last sent to, if it was forwarded.
     pub backend: Option<&'a str>,
+    /// The API key it was sent with (`user` is then the key's owner).
+    pub api_key: Option<&'a KeyLabel>,
 }
 
 /// The path a line shows: the normalized one, or the one received when it could not be
@@ -81,6 +84,24 @@ struct AccessFields<'a> {
     duration_us: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     backend: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_key: Option<KeyFields<'a>>,
+}
+
+/// An API key as the access and audit lines name it: its id and name, never its secret.
+#[derive(Serialize)]
+pub(crate) struct KeyFields<'a> {
+    id: &'a str,
+    name: &'a str,
+}
+
+impl<'a> KeyFields<'a> {
+    pub(crate) fn of(key: &'a KeyLabel) -> Self {
+        KeyFields {
+            id: &key.id,
+            name: &key.name,
+        }
+    }
 }
 
 impl AccessLog {
@@ -117,6 +138,7 @@ impl AccessLog {
                 status = served.status,
                 backend = served.backend.unwrap_or(""),
                 micros,
+                api_key = served.api_key.map(|key| key.id.as_str()),
             ),
             LogFormat::Json if enabled() => {
                 let fields = AccessFields {
@@ -130,6 +152,7 @@ impl AccessLog {
                     bytes: served.bytes,
                     duration_us: micros,
                     backend: served.backend,
+                    api_key: served.api_key.map(KeyFields::of),
                 };
                 self.writer.write_line(&logs::json_line(TARGET, &fields));
             }
@@ -164,6 +187,10 @@ fn text_line(served: &Served<'_>, micros: u64, in_span: bool) -> String {
     push_debug_str(&mut line, served.backend.unwrap_or(""));
     line.push_str(" micros=");
     push_decimal(&mut line, micros);
+    if let Some(key) = served.api_key {
+        line.push_str(" api_key=");
+        push_debug_str(&mut line, &key.id);
+    }
     line.push('\n');
     line
 }
@@ -253,6 +280,7 @@ pub(crate) mod tests {
             bytes: 1234,
             elapsed: Duration::from_micros(5678),
             backend: Some("http://10.0.0.1:8080"),
+            api_key: None,
         }
     }
 

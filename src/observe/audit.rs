@@ -14,12 +14,13 @@ use std::net::IpAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use http::Method;
 use serde::Serialize;
 
-use crate::observe::access_log::Served;
+use crate::api_keys::KeyLabel;
+use crate::observe::access_log::{KeyFields, Served};
 use crate::observe::logs::json_line;
 use crate::routes::Route;
 use crate::users::User;
@@ -153,6 +154,8 @@ pub(crate) fn events<'a>(
         Route::Api | Route::Other if mutating && served.backend.is_some() => {
             (Some((AuditEvent::Call, served.user)), None)
         }
+        // A key created, rotated or revoked (or the attempt), by whom.
+        Route::Keys if mutating => (Some((AuditEvent::Call, tried)), None),
         _ => (None, None),
     };
     first.into_iter().chain(second)
@@ -172,6 +175,7 @@ pub(crate) fn line(
         user,
         auth: subject.method,
         subject: subject.provider_subject.as_deref(),
+        api_key: subject.api_key.as_deref().map(KeyFields::of),
         client: served.client,
         method: served.method.as_str(),
         operation: served.operation,
@@ -194,6 +198,8 @@ struct AuditFields<'a> {
     auth: Option<&'static str>,
     /// A single sign-on user's `sub` at the identity provider.
     subject: Option<&'a str>,
+    /// The API key the call was made with (`user` is its owner).
+    api_key: Option<KeyFields<'a>>,
     client: Option<IpAddr>,
     method: &'a str,
     operation: &'a str,
@@ -214,6 +220,8 @@ pub struct AuthSubject {
     pub method: Option<&'static str>,
     /// A single sign-on user's `sub` at the identity provider.
     pub provider_subject: Option<String>,
+    /// The API key a forwarded call was made with.
+    pub api_key: Option<Arc<KeyLabel>>,
 }
 
 impl AuthSubject {
@@ -222,6 +230,7 @@ impl AuthSubject {
         if let Some(user) = user {
             self.method = Some(user.auth_method());
             self.provider_subject.clone_from(&user.provider_subject);
+            self.api_key.clone_from(&user.api_key);
         }
     }
 }

@@ -186,6 +186,7 @@ impl Provider {
             grants: mapped.grants,
             enabled: true,
             provider_subject: Some(identity.sub.clone()),
+            api_key: None,
         };
         Ok(Arc::new(user))
     }

@@ -125,6 +125,7 @@ impl RequestCtx {
             bytes: session.body_bytes_sent(),
             elapsed,
             backend: self.attempt.backend().map(|b| b.base.as_str()),
+            api_key: self.subject.api_key.as_deref(),
         }
     }
 }

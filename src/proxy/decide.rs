@@ -10,7 +10,7 @@ use pingora::proxy::Session;
 use super::{Gateway, RequestCtx};
 use crate::access::{self, Admission, Lookup, Rules};
 use crate::answer_cache::Stored;
-use crate::auth::{self, AuthRequest};
+use crate::auth::{self, AuthRequest, KeyApiRequest};
 use crate::dashboards::in_flight::Place;
 use crate::dashboards::{ActiveRelease, Backend, Upstreams};
 use crate::docs;
@@ -44,10 +44,10 @@ impl Gateway {
         let path = paths::normalize(session.req_header().uri.path())?;
         ctx.route = Route::classify(&path);
         // A login's and a check's `permissions` are of the managers' release, learned by
-        // the first check.
+        // the first check (as is who may manage every user's API keys).
         let needs_backends = matches!(
             ctx.route,
-            Route::Login | Route::TokenCheck | Route::Api | Route::Other
+            Route::Login | Route::TokenCheck | Route::Keys | Route::Api | Route::Other
         );
         if needs_backends && !self.upstreams.checked() {
             // Boxed: rare (a fresh process), and this future is moved on every request.
@@ -58,6 +58,10 @@ impl Gateway {
             Route::Login | Route::TokenCheck | Route::Logout => {
                 self.answer_auth(session, ctx).await.map(Next::Answer)
             }
+            Route::Keys => self
+                .answer_keys(session, ctx, &path)
+                .await
+                .map(Next::Answer),
             Route::Docs => {
                 let method = &session.req_header().method;
                 let admission = self.admission.load();
@@ -94,7 +98,8 @@ impl Gateway {
         let rules = admission.rules_for(active.release());
         let method = &session.req_header().method;
         let lookup = admission.lookup(rules.table, method, path, ctx.route);
-        let request = access::Request::of(session.req_header(), ctx.route, path, rules.edition);
+        let header = session.req_header();
+        let request = access::Request::of(header, ctx.route, path, rules.edition, ctx.client);
         let admitted = self.admit(&admission, request, lookup, active).await;
         if admitted.is_ok() && lookup.operation.is_none() && ctx.route == Route::Api {
             self.note_unknown(&admission, &session.req_header().method, path, ctx);
@@ -257,6 +262,27 @@ impl Gateway {
             .answer(ctx.route, &req, unix_now_ms(), serving, &mut ctx.subject)
             .await
             .map_err(GatewayError::from)
+    }
+
+    /// A request to the API keys' management (`auth::key_api`).
+    async fn answer_keys(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        path: &str,
+    ) -> Result<LocalResponse, GatewayError> {
+        let limits = self.body_limits(auth::BODY_LIMIT);
+        let body = request::read_body(session, limits, &self.body_budget).await?;
+        let edition = self.auth_roles(ctx.route)?;
+        let header = session.req_header();
+        let req = AuthRequest::of(header, body.bytes, ctx.client, edition);
+        let call = KeyApiRequest {
+            method: &header.method,
+            path,
+            request: &req,
+        };
+        let answer = self.auth.keys(&call, unix_now(), &mut ctx.subject).await;
+        answer.map_err(GatewayError::from)
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
+use crate::api_keys::KeyLabel;
 use crate::state::UnixTime;
 
 pub use password::{PasswordChecker, PasswordHash};
@@ -54,12 +55,15 @@ pub struct User {
     /// `Some`: a single sign-on user, the identity provider's `sub` for them (the audit
     /// names it beside the username).
     pub provider_subject: Option<String>,
+    /// `Some`: this user is an API key's owner acting with the key's roles.
+    pub api_key: Option<Arc<KeyLabel>>,
 }
 
 impl User {
     /// How the user authenticated, as the audit names it.
     pub fn auth_method(&self) -> &'static str {
         match (&self.provider_subject, &self.password_hash) {
+            _ if self.api_key.is_some() => "api_key",
             (Some(_), _) => "oidc",
             (None, Some(_)) => "local",
             (None, None) => "dashboard",
@@ -76,6 +80,7 @@ impl User {
             grants,
             enabled: true,
             provider_subject: None,
+            api_key: None,
         }
     }
 }
@@ -166,6 +171,7 @@ impl UserDb {
                     custom_roles,
                     enabled,
                     provider_subject: None,
+                    api_key: None,
                 };
                 let account = Account {
                     user: Arc::new(user),

@@ -337,6 +337,13 @@ impl Grants {
         Grants::from_bits(bits)
     }
 
+    /// Whether `other` grants everything this grants, in front of every release (an API
+    /// key's roles within its owner's and its creator's).
+    pub fn within(&self, other: &Grants) -> bool {
+        let pairs = self.bits.iter().flatten().zip(other.bits.iter().flatten());
+        pairs.into_iter().all(|(mine, theirs)| mine & !theirs == 0)
+    }
+
     fn from_bits(bits: [[u8; SCOPES]; EDITIONS]) -> Grants {
         // A map of strings to lists of strings always serializes.
         let json = bits.map(|b| {
@@ -385,6 +392,18 @@ fn permissions_map(bits: &[u8; SCOPES]) -> BTreeMap<&'static str, Vec<&'static s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grants_are_within_what_grants_as_much_or_more() {
+        let admin = Grants::of(&[Role::Administrator]);
+        let read_only = Grants::of(&[Role::ReadOnly]);
+        let pools = Grants::of(&[Role::PoolManager]);
+        assert!(read_only.within(&admin) && pools.within(&admin));
+        assert!(read_only.within(&read_only));
+        assert!(!admin.within(&read_only) && !pools.within(&read_only));
+        assert!(read_only.union(&pools).within(&admin));
+        assert!(!read_only.union(&pools).within(&pools));
+    }
 
     #[test]
     fn administrator_has_every_permission_on_all_17_scopes_of_16_2() {

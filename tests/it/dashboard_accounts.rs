@@ -303,11 +303,30 @@ fn dashboard_audit_user(line: &str) -> String {
 
 /// The user of the gateway's audit line of the call to `path`.
 fn gateway_audit_user(gw: &RunningGateway, path: &str) -> Option<String> {
+    gateway_audit_line(gw, path).map(|l| l["user"].as_str().unwrap_or("null").to_string())
+}
+
+/// The gateway's audit line of the call to `path`.
+fn gateway_audit_line(gw: &RunningGateway, path: &str) -> Option<Value> {
     let text = std::fs::read_to_string(gw.dir().join("audit.log")).unwrap_or_default();
     text.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .find(|l| l["event"] == "call" && l["path"] == path)
-        .map(|l| l["user"].as_str().unwrap_or("null").to_string())
+}
+
+/// An API key of `token`'s user holding pool-manager, made through the key API.
+async fn pool_manager_key(gw: &RunningGateway, token: &str) -> String {
+    let body = json!({"name": "audited", "roles": ["pool-manager"], "expires_in_seconds": 600});
+    let created = gw
+        .api(
+            Method::POST,
+            "/api/clustergate/keys",
+            Some(token),
+            Some(&body),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    created.json()["key"].as_str().unwrap().to_string()
 }
 
 /// A PUT through `gw` as `token`, and the user each audit names for it. Ceph 16.2's
@@ -378,11 +397,26 @@ async fn each_mode_names_who_acted_in_the_dashboards_audit_and_the_gateways() {
         ),
         ("local-user", audited(local().user_identity())),
         ("dashboard", audited(Gateway::new().dashboard_accounts(5))),
+        // An API key of the user's, holding their role: seen as the role's account (its
+        // bucket holds audited_put's 42 requests at once).
+        (
+            "api-key",
+            audited(local().extra_toml("api_keys", "burst = 100")),
+        ),
     ];
     let mut seen = Vec::new();
     for (mode, gateway) in modes {
         let gw = gateway.start();
         let token = gw.login(POOLMGR, &password).await;
+        if mode == "api-key" {
+            let key = pool_manager_key(&gw, &token).await;
+            let (dashboard_user, gateway_user) = audited_put(&gw, &dash, &key, mode).await;
+            let line = gateway_audit_line(&gw, "/api/pool/cg-audit-api-key").unwrap();
+            assert_eq!(line["api_key"]["id"], key[4..20], "{line}");
+            assert_eq!(line["auth"], "api_key", "{line}");
+            seen.push((mode, dashboard_user, gateway_user));
+            continue;
+        }
         let claims = jwt_payload(&token);
         let lifetime = claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap();
         match mode {
@@ -406,6 +440,7 @@ async fn each_mode_names_who_acted_in_the_dashboards_audit_and_the_gateways() {
         ("local-service", "clustergate", POOLMGR),
         ("local-user", POOLMGR, POOLMGR),
         ("dashboard", POOLMGR, POOLMGR),
+        ("api-key", role_account.as_str(), POOLMGR),
     ];
     let seen: Vec<(&str, &str, &str)> = seen
         .iter()

@@ -20,6 +20,7 @@ fn unsealed(key: &str, stored: &str) -> Option<String> {
 
 mod answer_cache;
 mod api_fuzz;
+mod api_keys;
 mod api_paths;
 mod check_logout;
 mod cli;

@@ -45,6 +45,40 @@ fn logged_secrets(gw: &RunningGateway, secrets: &[(&str, String)]) -> Vec<String
     found
 }
 
+/// An API key made, used, presented with a wrong secret and rotated: the key and its
+/// successor.
+async fn keys_used(gw: &RunningGateway, admin: &str) -> (String, String) {
+    let body = json!({"name": "logged", "roles": ["read-only"], "expires_in_seconds": 600});
+    let created = gw
+        .api(
+            Method::POST,
+            "/api/clustergate/keys",
+            Some(admin),
+            Some(&body),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let key = created.json()["key"].as_str().unwrap().to_string();
+    assert_eq!(gw.api_get("/api/pool", Some(&key)).await.status, 200);
+    let wrong = format!("{}{}", &key[..21], "W".repeat(43));
+    assert_eq!(gw.api_get("/api/pool", Some(&wrong)).await.status, 401);
+    let rotate = format!("/api/clustergate/keys/{}/rotate", &key[4..20]);
+    let rotated = gw.api(Method::POST, &rotate, Some(admin), None).await;
+    assert_eq!(rotated.status, 201, "{}", rotated.text());
+    let rotated = rotated.json()["key"].as_str().unwrap().to_string();
+    assert_eq!(gw.api_get("/api/pool", Some(&rotated)).await.status, 200);
+    (key, rotated)
+}
+
+/// What the gateway keeps of a key: the SHA-256 of its text, in hex.
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Forwarded calls with a query and cookies; the first answer that is not 200.
 async fn forwarded_calls(gw: &RunningGateway, admin: &str, viewer: &str) -> Option<Reply> {
     let cookies = format!("cd-lang=en; session={COOKIE_VALUE} token={SMUGGLED_TOKEN}");
@@ -112,6 +146,7 @@ async fn no_secret_reaches_any_log_at_debug_and_rust_log_trace() {
     for token in [&admin, &viewer, &service_token] {
         assert!(token.starts_with(JWT_START), "not a JWT: {token}");
     }
+    let (key, rotated) = keys_used(&gw, &admin).await;
 
     if let Some(r) = forwarded_calls(&gw, &admin, &viewer).await {
         panic!(
@@ -172,6 +207,9 @@ async fn no_secret_reaches_any_log_at_debug_and_rust_log_trace() {
         ("a cookie value", COOKIE_VALUE.to_string()),
         ("a smuggled token cookie", SMUGGLED_TOKEN.to_string()),
         ("a query value", QUERY_VALUE.to_string()),
+        ("an API key's secret", key[21..].to_string()),
+        ("an API key's digest", sha256_hex(&key)),
+        ("a rotated API key's secret", rotated[21..].to_string()),
     ];
     let found = logged_secrets(&gw, &secrets);
     assert!(

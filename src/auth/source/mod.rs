@@ -5,10 +5,12 @@
 //! one place that picks them from the configuration. A new source is a file here and a line
 //! in `build`.
 
+mod api_keys;
 mod dashboard;
 mod oidc;
 mod users_file;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -24,7 +26,17 @@ use crate::state::{Stores, UnixMillis, UnixTime};
 use crate::tokens::Claims;
 use crate::users::{User, UserDb};
 
+pub use api_keys::{key_roles, ApiKeySource, KeyLimits, KeyRefusal};
 pub use oidc::{OidcSource, LOGIN_URL};
+
+/// A bearer token that is not the gateway's own, as a source sees it.
+pub struct Bearer<'a> {
+    pub token: &'a str,
+    /// Who sent it (`client_addr`), when known.
+    pub client: Option<IpAddr>,
+    pub now: UnixTime,
+    pub now_ms: UnixMillis,
+}
 
 /// One password login as a source sees it.
 pub struct LoginAttempt<'a> {
@@ -78,8 +90,7 @@ pub trait CredentialSource: Send + Sync {
     /// A bearer token that is not the gateway's own: `None` when it is not this source's.
     async fn authenticate_bearer(
         &self,
-        _token: &str,
-        _now: UnixTime,
+        _bearer: &Bearer<'_>,
     ) -> Option<Result<Authenticated, TokenRejection>> {
         None
     }
@@ -102,6 +113,8 @@ pub struct Sources {
     password: Arc<dyn CredentialSource>,
     /// Single sign-on (`[oidc]`), whose browser endpoints need the provider itself.
     sso: Option<Arc<OidcSource>>,
+    /// API keys, whose management forgets a revoked key here.
+    keys: Arc<ApiKeySource>,
 }
 
 /// What the sources are built from.
@@ -116,6 +129,7 @@ pub struct SourceParts<'a> {
     /// checks the passwords through them.
     pub dashboard: Option<&'a Arc<DashboardAccounts>>,
     pub oidc: Option<&'a Arc<Provider>>,
+    pub key_limits: KeyLimits,
 }
 
 impl Sources {
@@ -128,6 +142,7 @@ impl Sources {
             metrics,
             dashboard,
             oidc,
+            key_limits,
         } = parts;
         let password: Arc<dyn CredentialSource> = match (source, dashboard) {
             (AuthSource::Dashboard, Some(accounts)) => Arc::new(dashboard::DashboardSource::new(
@@ -149,7 +164,23 @@ impl Sources {
                 metrics.clone(),
             ))
         });
-        Sources { password, sso }
+        let keys = Arc::new(ApiKeySource::new(
+            stores.api_keys.clone(),
+            stores.revocations.clone(),
+            users.clone(),
+            key_limits,
+            metrics.clone(),
+        ));
+        Sources {
+            password,
+            sso,
+            keys,
+        }
+    }
+
+    /// The API keys.
+    pub fn keys(&self) -> &ApiKeySource {
+        &self.keys
     }
 
     /// The source that checks passwords.
@@ -167,6 +198,7 @@ impl Sources {
         self.sso().is_none_or(OidcSource::local_login)
     }
 
+    /// The sources that issue gateway tokens (a key is no gateway token).
     fn all(&self) -> impl Iterator<Item = &dyn CredentialSource> {
         let sso = self.sso.as_ref().map(|s| &**s as &dyn CredentialSource);
         std::iter::once(&*self.password).chain(sso)
@@ -180,11 +212,11 @@ impl Sources {
     /// The user of a bearer token that is not the gateway's own, if a source owns it.
     pub async fn authenticate_bearer(
         &self,
-        token: &str,
-        now: UnixTime,
+        bearer: &Bearer<'_>,
     ) -> Option<Result<Authenticated, TokenRejection>> {
-        for source in self.all() {
-            if let Some(result) = source.authenticate_bearer(token, now).await {
+        let keys = &*self.keys as &dyn CredentialSource;
+        for source in std::iter::once(keys).chain(self.all()) {
+            if let Some(result) = source.authenticate_bearer(bearer).await {
                 return Some(result);
             }
         }

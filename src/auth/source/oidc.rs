@@ -9,7 +9,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 
-use super::{CredentialSource, LoggedIn, LoginAttempt};
+use super::{Bearer, CredentialSource, LoggedIn, LoginAttempt};
 use crate::auth::{AuthError, AuthSubject, Authenticated, TokenRejection};
 use crate::observe::metrics::Metrics;
 use crate::oidc::{KeyError, OidcError, Provider};
@@ -78,13 +78,12 @@ impl CredentialSource for OidcSource {
     /// with the roles their groups map to; the service account acts for them upstream.
     async fn authenticate_bearer(
         &self,
-        token: &str,
-        now: UnixTime,
+        bearer: &Bearer<'_>,
     ) -> Option<Result<Authenticated, TokenRejection>> {
-        if !self.provider.named_in(token) {
+        if !self.provider.named_in(bearer.token) {
             return None;
         }
-        let user = self.bearer_user(token, now).await;
+        let user = self.bearer_user(bearer.token, bearer.now).await;
         self.metrics.oidc.provider_token(bearer_result(&user));
         Some(user.map(|user| Authenticated {
             user,

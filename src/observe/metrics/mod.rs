@@ -4,6 +4,7 @@
 //! metrics and has the methods that count them; `Metrics` holds one of each.
 
 mod answer_cache;
+mod api_keys;
 mod auth;
 mod backends;
 mod bodies;
@@ -24,6 +25,7 @@ use prometheus::core::Collector;
 use prometheus::{Encoder, Registry, TextEncoder};
 
 pub use answer_cache::{AnswerCacheMetrics, CacheResult};
+pub use api_keys::{ApiKeyMetrics, KeyChange, KeyResult};
 pub use auth::AuthMetrics;
 pub use backends::{BackendMetrics, BackendSeries};
 pub use bodies::BodyMetrics;
@@ -44,6 +46,8 @@ pub struct Metrics {
     pub requests: RequestMetrics,
     /// Logins, token checks, lockouts.
     pub auth: AuthMetrics,
+    /// Requests with API keys, and the keys' changes.
+    pub api_keys: ApiKeyMetrics,
     /// The dashboard backends' health and load, read at each scrape.
     pub backends: BackendMetrics,
     /// The backends' answers, overloads and the service account's logins.
@@ -73,6 +77,7 @@ impl Metrics {
             registry: registry.clone(),
             requests: RequestMetrics::new(registry)?,
             auth: AuthMetrics::new(registry)?,
+            api_keys: ApiKeyMetrics::new(registry)?,
             backends: BackendMetrics::new(registry)?,
             upstream: UpstreamMetrics::new(registry)?,
             dashboard_accounts: DashboardAccountMetrics::new(registry)?,
