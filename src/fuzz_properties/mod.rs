@@ -1,6 +1,6 @@
 //! Fuzzed parsers (issue 15, item 6): bounded property harnesses, run by `cargo test` on
 //! the stable toolchain, for everything that parses what a client or an operator writes:
-//! the Accept header (`accept`), request paths (`paths`), tokens (`tokens`), the login
+//! the Accept header (`accept`), API keys (`api_keys`), request paths (`paths`), tokens (`tokens`), the login
 //! and token-check bodies (`auth_bodies`), the configuration (`config`) and single
 //! sign-on's claim paths, provider URLs and issuer peek (`oidc`).
 //!
@@ -13,6 +13,7 @@
 //! (commit that file: the case is then replayed first on every run).
 
 mod accept;
+mod api_keys;
 mod auth_bodies;
 mod config;
 mod mutate;

@@ -2,6 +2,7 @@
 //! the fixtures they share are here.
 
 mod access;
+mod api_keys;
 mod auth;
 mod file;
 mod log;

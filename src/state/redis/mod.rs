@@ -13,6 +13,8 @@
 //!   again (`failed_logins`).
 //! - The service account's token: one key, kept locally until due; one gateway logs in at a
 //!   time (a short `SET NX` claim).
+//! - API keys: one sealed record per key, expiring with it, and two hashes: the index that
+//!   bounds and lists them, and their last uses (`api_keys`).
 //! - Tokens (the service account's, the users' sessions) are sealed with the deployment's
 //!   key (`sealed`): Redis never holds a credential in clear.
 //!
@@ -23,6 +25,7 @@
 //! never a hang, and the connection comes back by itself.
 
 mod account_use;
+mod api_keys;
 mod connection;
 mod credential_resets;
 mod dashboard_attempts;
@@ -142,8 +145,7 @@ fn stores_keeping(
         account_use: Arc::new(account_use::RedisAccountUse {
             redis: redis.clone(),
         }),
-        // (this gateway's memory until the Redis store of keys lands, next in this branch)
-        api_keys: Arc::new(super::MemoryApiKeys::new(max_api_keys)),
+        api_keys: Arc::new(api_keys::RedisApiKeys::new(redis.clone(), max_api_keys)),
         health: redis.health.clone(),
         feed: Some(RevocationFeed { revocations }),
     })

@@ -187,6 +187,7 @@ pub(super) async fn every_contract(stores: &Stores) {
     contract::credential_resets(stores.credential_resets.as_ref()).await;
     contract::used_tokens(stores.used_tokens.as_ref()).await;
     contract::account_use(stores.account_use.as_ref()).await;
+    contract::api_keys(stores.api_keys.as_ref(), MAX_API_KEYS).await;
 }
 
 /// Waits (up to 2 s) until `stores` refuse token `jti`: a revocation made elsewhere has
