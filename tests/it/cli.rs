@@ -493,3 +493,53 @@ async fn keys_logs_in_for_the_command_and_out_at_its_end_even_when_refused() {
         "the password in the gateway's logs"
     );
 }
+
+/// What a script does: an operator makes it a key (the password typed once, on standard
+/// input), the script calls the API with the key alone, the key is listed without its
+/// secret, rotated, and the old and then the new one stop working when revoked.
+#[tokio::test]
+async fn keys_makes_a_key_a_script_uses_without_any_password_then_rotates_and_revokes_it() {
+    let gw = Gateway::new()
+        .user(User::admin())
+        .user(User::viewer())
+        .tls(true)
+        .upstream(Dashboard::shared())
+        .start();
+    let ca = gw.state_dir().join("tls/ca.pem");
+    let ca = ca.to_str().unwrap();
+    let as_viewer = ["--ca-file", ca, "--user", VIEWER];
+    let password = Some(format!("{VIEWER_PW}\n"));
+    let run = |args: &[&str]| {
+        let args = [&args[..2], &as_viewer[..], &args[2..]].concat();
+        let out = keys(&gw, &args, password.as_deref());
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let create = [
+        "keys",
+        "create",
+        "--name",
+        "exporter",
+        "--roles",
+        "read-only",
+    ];
+    let key = run(&[&create[..], &["--expires-in", "1h"]].concat());
+    assert!(key.starts_with("cgk_") && key.len() == 64, "{key}");
+    // The script: the key, nothing else.
+    assert_eq!(gw.api_get("/api/summary", Some(&key)).await.status, 200);
+    let listed = run(&["keys", "list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed[0]["id"], key[4..20], "{listed}");
+    assert_eq!(listed[0]["owner"], VIEWER, "{listed}");
+    assert!(
+        !listed.to_string().contains(&key[21..]),
+        "the list shows the secret"
+    );
+    let rotated = run(&["keys", "rotate", &key[4..20]]);
+    assert_ne!(rotated, key);
+    assert_eq!(gw.api_get("/api/summary", Some(&key)).await.status, 401);
+    assert_eq!(gw.api_get("/api/summary", Some(&rotated)).await.status, 200);
+    run(&["keys", "revoke", &rotated[4..20]]);
+    assert_eq!(gw.api_get("/api/summary", Some(&rotated)).await.status, 401);
+    assert!(!gw.logs().contains(&key[21..]) && !gw.logs().contains(VIEWER_PW));
+}

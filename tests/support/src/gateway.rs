@@ -181,6 +181,10 @@ impl Gateway {
     }
     /// A raw TOML line added to `[section]`.
     pub fn extra_toml(mut self, section: &str, line: &str) -> Self {
+        assert!(
+            Self::SECTIONS.contains(&section),
+            "extra_toml: config_text writes no [{section}] section"
+        );
         self.extra.push((section.into(), line.into()));
         self
     }
@@ -309,7 +313,25 @@ impl Gateway {
             + &self.optional_section("oidc")
             + &self.optional_section("oidc.role_map")
             + &self.optional_section("answer_cache")
+            + &self.optional_section("api_keys")
     }
+
+    /// Every section `config_text` writes: an extra line for another would be dropped.
+    const SECTIONS: [&str; 13] = [
+        "server",
+        "metrics",
+        "api",
+        "auth",
+        "upstream",
+        "access",
+        "state",
+        "state.redis",
+        "log",
+        "oidc",
+        "oidc.role_map",
+        "answer_cache",
+        "api_keys",
+    ];
 
     /// `[name]` with its extra lines, when a test added any.
     fn optional_section(&self, name: &str) -> String {
