@@ -6,7 +6,6 @@ fn a_generated_key_parses_to_its_id_and_digest() {
     assert_eq!(key.text.len(), KEY_LEN);
     let presented = PresentedKey::parse(&key.text).unwrap();
     assert_eq!(presented.id, key.id);
-    assert_eq!(presented.digest(), key.digest());
     assert_eq!(key.digest().len(), 64);
     assert_ne!(NewKey::generate().text, key.text);
 }
@@ -56,4 +55,37 @@ fn a_key_limited_to_networks_admits_only_their_addresses() {
     assert!(record.admits(ip("::1")));
     assert!(!record.admits(ip("192.0.2.7")));
     assert!(!record.admits(None));
+}
+
+/// The per-request check against the plain one: the key's SHA-256 in hex, as stored.
+#[test]
+fn a_key_matches_exactly_the_record_of_its_digest() {
+    let record = |digest: String| KeyRecord {
+        id: String::new(),
+        name: String::new(),
+        owner: String::new(),
+        created_by: String::new(),
+        roles: Vec::new(),
+        created_at: 0,
+        expires_at: 0,
+        networks: Vec::new(),
+        digest,
+    };
+    for _ in 0..200 {
+        let key = NewKey::generate();
+        let other = NewKey::generate();
+        let presented = PresentedKey::parse(&key.text).unwrap();
+        let plain = |text: &str| {
+            let bytes = Sha256::digest(text.as_bytes());
+            bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        };
+        assert_eq!(key.digest(), plain(&key.text));
+        let own = RecordDigest::of(&record(plain(&key.text))).unwrap();
+        let others = RecordDigest::of(&record(plain(&other.text))).unwrap();
+        assert!(presented.matches(&own));
+        assert!(!presented.matches(&others));
+    }
+    for bad in ["", "00", &"g".repeat(64), &"0".repeat(63), &"0".repeat(65)] {
+        assert_eq!(RecordDigest::of(&record(bad.to_string())), None, "{bad}");
+    }
 }

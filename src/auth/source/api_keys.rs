@@ -11,14 +11,15 @@
 //! revocation, asked every time), the digest, the expiry, the revocation, the address, the
 //! bucket. When it was last used is written at most once a minute per key.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use dashmap::DashMap;
 
 use super::{Bearer, CredentialSource, LoggedIn, LoginAttempt};
-use crate::api_keys::{KeyLabel, KeyRecord, PresentedKey};
+use crate::api_keys::{KeyLabel, KeyRecord, PresentedKey, RecordDigest};
 use crate::auth::{AuthError, AuthSubject, Authenticated, TokenRejection};
 use crate::observe::metrics::{KeyResult, Metrics};
 use crate::state::{ApiKeys, BucketRate, Revocations, StateError, UnixMillis, UnixTime};
@@ -67,12 +68,18 @@ pub struct KeyLimits {
 }
 
 /// A key's record as read once, with whom it acts as under the users file it was built
-/// from (rebuilt when a reload replaces the file).
+/// from (rebuilt when a reload replaces the file), and its use on this gateway.
 struct Known {
     record: KeyRecord,
+    /// `None`: a stored digest no key matches.
+    digest: Option<RecordDigest>,
     revocation_id: String,
     users: Arc<UserDb>,
     user: Result<Arc<User>, KeyRefusal>,
+    /// When the key's bucket is full again.
+    bucket: Mutex<UnixMillis>,
+    /// When its last use was last written.
+    touched: AtomicU64,
 }
 
 pub struct ApiKeySource {
@@ -81,10 +88,6 @@ pub struct ApiKeySource {
     users: Arc<ArcSwap<UserDb>>,
     limits: KeyLimits,
     known: DashMap<String, Arc<Known>, foldhash::fast::RandomState>,
-    /// Each key's bucket: when it is full again.
-    buckets: DashMap<String, UnixMillis, foldhash::fast::RandomState>,
-    /// When each key's last use was last written.
-    touched: DashMap<String, UnixTime, foldhash::fast::RandomState>,
     metrics: Arc<Metrics>,
 }
 
@@ -102,8 +105,6 @@ impl ApiKeySource {
             users,
             limits,
             known: DashMap::default(),
-            buckets: DashMap::default(),
-            touched: DashMap::default(),
             metrics,
         }
     }
@@ -120,7 +121,11 @@ impl ApiKeySource {
     ) -> Result<Arc<User>, KeyCheckError> {
         let known = self.known(key.id, bearer.now).await?;
         let record = &known.record;
-        if record.digest != key.digest() {
+        if !known
+            .digest
+            .as_ref()
+            .is_some_and(|digest| key.matches(digest))
+        {
             return Err(KeyRefusal::Unknown.into());
         }
         if record.expires_at <= bearer.now {
@@ -137,8 +142,8 @@ impl ApiKeySource {
             return Err(KeyRefusal::Address.into());
         }
         let user = known.user.clone()?;
-        self.take_from_bucket(key.id, bearer.now_ms)?;
-        self.touch(key.id, bearer.now);
+        self.take_from_bucket(&known, bearer.now_ms)?;
+        self.touch(&known, bearer.now);
         Ok(user)
     }
 
@@ -154,10 +159,13 @@ impl ApiKeySource {
         let record = self.keys.get(id, now).await?.ok_or(KeyRefusal::Unknown)?;
         let users = self.users.load_full();
         let known = Arc::new(Known {
+            digest: RecordDigest::of(&record),
             revocation_id: record.revocation_id(),
             user: acting_user(&users, &record).map(Arc::new),
             record,
             users,
+            bucket: Mutex::new(0),
+            touched: AtomicU64::new(0),
         });
         if self.known.len() >= self.limits.max_keys {
             self.known.clear();
@@ -166,12 +174,9 @@ impl ApiKeySource {
         Ok(known)
     }
 
-    /// Takes a token from key `id`'s bucket.
-    fn take_from_bucket(&self, id: &str, now_ms: UnixMillis) -> Result<(), KeyRefusal> {
-        if self.buckets.len() >= self.limits.max_keys && !self.buckets.contains_key(id) {
-            self.buckets.retain(|_, full_at| *full_at > now_ms);
-        }
-        let mut bucket = self.buckets.entry(id.to_string()).or_insert(0);
+    /// Takes a token from the key's bucket.
+    fn take_from_bucket(&self, known: &Known, now_ms: UnixMillis) -> Result<(), KeyRefusal> {
+        let mut bucket = known.bucket.lock().unwrap_or_else(PoisonError::into_inner);
         let full_at = Some(*bucket).filter(|at| *at > now_ms);
         match self.limits.rate.take(full_at, now_ms) {
             Ok(next) => {
@@ -184,17 +189,20 @@ impl ApiKeySource {
         }
     }
 
-    /// Writes key `id`'s last use, at most every [`TOUCH_EVERY_SECONDS`], off the request.
-    fn touch(&self, id: &str, now: UnixTime) {
-        if self.touched.len() >= self.limits.max_keys && !self.touched.contains_key(id) {
-            self.touched.clear();
-        }
-        let mut last = self.touched.entry(id.to_string()).or_insert(0);
+    /// Writes the key's last use, at most every [`TOUCH_EVERY_SECONDS`], off the request.
+    fn touch(&self, known: &Known, now: UnixTime) {
+        let last = known.touched.load(Ordering::Relaxed);
         if now < last.saturating_add(TOUCH_EVERY_SECONDS) {
             return;
         }
-        *last = now;
-        let (keys, id) = (self.keys.clone(), id.to_string());
+        let exchanged =
+            known
+                .touched
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed);
+        if exchanged.is_err() {
+            return; // (another request of this key writes it)
+        }
+        let (keys, id) = (self.keys.clone(), known.record.id.clone());
         tokio::spawn(async move {
             if let Err(e) = keys.touch(&id, now).await {
                 tracing::debug!(key = %id, error = %e, "cannot record an API key's last use");
