@@ -63,12 +63,7 @@ pub struct AnswerCacheConfig {
 
 impl Default for AnswerCacheConfig {
     fn default() -> Self {
-        let mut errors = ConfigErrors::default();
-        let source = Source {
-            file: std::path::Path::new(""),
-            dir: std::path::Path::new(""),
-        };
-        validate(&mut errors, &source, AnswerCacheSection::default())
+        Source::defaults(validate)
     }
 }
 

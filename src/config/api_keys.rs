@@ -25,12 +25,7 @@ pub struct ApiKeysConfig {
 
 impl Default for ApiKeysConfig {
     fn default() -> Self {
-        let mut errors = ConfigErrors::default();
-        let source = Source {
-            file: std::path::Path::new(""),
-            dir: std::path::Path::new(""),
-        };
-        validate(&mut errors, &source, ApiKeysSection::default())
+        Source::defaults(validate)
     }
 }
 

@@ -16,6 +16,16 @@ pub(super) struct Source<'a> {
 }
 
 impl Source<'_> {
+    /// A section's settings when the file names none of them: its validation of the
+    /// section's defaults (which are valid: a test of each section holds them so).
+    pub fn defaults<S: Default, C>(validate: fn(&mut ConfigErrors, &Source<'_>, S) -> C) -> C {
+        let nowhere = Source {
+            file: Path::new(""),
+            dir: Path::new(""),
+        };
+        validate(&mut ConfigErrors::default(), &nowhere, S::default())
+    }
+
     pub fn resolve(&self, path: &str) -> PathBuf {
         let path = Path::new(path);
         if path.is_absolute() {

@@ -15,7 +15,7 @@ use crate::dashboards::in_flight::Place;
 use crate::dashboards::{ActiveRelease, Backend, Upstreams};
 use crate::docs;
 use crate::edge::paths;
-use crate::edge::request::{self, BodyLimits};
+use crate::edge::request::{self, BodyLimits, HeldBody};
 use crate::edge::respond::LocalResponse;
 use crate::errors::GatewayError;
 use crate::forward::{self, Forward};
@@ -232,8 +232,7 @@ impl Gateway {
         ctx: &mut RequestCtx,
         path: &str,
     ) -> Result<LocalResponse, GatewayError> {
-        let limits = self.body_limits(auth::BODY_LIMIT);
-        let body = request::read_body(session, limits, &self.body_budget).await?;
+        let body = self.auth_body(session).await?;
         let edition = self.rules_now(&self.admission.load()).edition;
         let req = AuthRequest::of(session.req_header(), body.bytes, ctx.client, edition);
         let method = &session.req_header().method;
@@ -253,8 +252,7 @@ impl Gateway {
         if session.req_header().method != http::Method::POST {
             return Err(GatewayError::MethodNotAllowed { allow: "POST" });
         }
-        let limits = self.body_limits(auth::BODY_LIMIT);
-        let body = request::read_body(session, limits, &self.body_budget).await?;
+        let body = self.auth_body(session).await?;
         let edition = self.auth_roles(ctx.route)?;
         let req = AuthRequest::of(session.req_header(), body.bytes, ctx.client, edition);
         let serving = self.readiness.check().is_ok();
@@ -264,6 +262,14 @@ impl Gateway {
             .map_err(GatewayError::from)
     }
 
+    /// The body of a request the gateway answers itself (the auth endpoints, single
+    /// sign-on, the key API): small, read whole; its bytes stay reserved in the body
+    /// budget while the caller holds it.
+    async fn auth_body(&self, session: &mut Session) -> Result<HeldBody, GatewayError> {
+        let limits = self.body_limits(auth::BODY_LIMIT);
+        Ok(request::read_body(session, limits, &self.body_budget).await?)
+    }
+
     /// A request to the API keys' management (`auth::key_api`).
     async fn answer_keys(
         &self,
@@ -271,8 +277,7 @@ impl Gateway {
         ctx: &mut RequestCtx,
         path: &str,
     ) -> Result<LocalResponse, GatewayError> {
-        let limits = self.body_limits(auth::BODY_LIMIT);
-        let body = request::read_body(session, limits, &self.body_budget).await?;
+        let body = self.auth_body(session).await?;
         let edition = self.auth_roles(ctx.route)?;
         let header = session.req_header();
         let req = AuthRequest::of(header, body.bytes, ctx.client, edition);
