@@ -5,7 +5,8 @@
 #   deploy/install-deps.sh --fast     also what the fast tier of the tests uses (tests/run.sh
 #                                     --fast: Redis and Sentinel for the state stores' unit
 #                                     tests, patch and Python for the repository's checks,
-#                                     ShellCheck, and ruff in .lint-venv/)
+#                                     ShellCheck, ruff in .lint-venv/, and mdbook in
+#                                     .tools/ for the book's check)
 #   deploy/install-deps.sh --test     also what the test suite uses (the real Ceph
 #                                     dashboard's packages are installed by
 #                                     deploy/ceph-dev/start-dashboard.sh; the OSD's and the
@@ -144,8 +145,23 @@ install_lint_venv() {
   printf '%s\n' "$stamp" >"$venv/.installed"
 }
 
+# mdBook, pinned, built from crates.io into .tools/ once: the book under docs/, which the fast
+# tier builds and checks (deploy/tools/check-book.py). Without its `serve` and `watch`
+# features (a web server and a file watcher the check does not use: far fewer crates) and
+# without optimisation (--debug): about 2 minutes of build on 2 cores, the book in a second.
+install_mdbook() {
+  local version=0.4.52
+  if [[ "$("$repo/.tools/bin/mdbook" --version 2>/dev/null)" == "mdbook v$version" ]]; then
+    return
+  fi
+  echo "install-deps: building mdbook $version into .tools/" >&2
+  cargo install --quiet --debug --locked --version "$version" --no-default-features \
+    --features search --root "$repo/.tools" mdbook
+}
+
 if $linting; then
   install_lint_venv
+  install_mdbook
 fi
 
 # The releases of deploy/ceph-releases that run in a Debian root (18.2, 20.2), for the tests
