@@ -6,7 +6,7 @@
 #                                     --fast: Redis and Sentinel for the state stores' unit
 #                                     tests, patch and Python for the repository's checks,
 #                                     ShellCheck, ruff in .lint-venv/, and mdbook in
-#                                     .tools/ for the book's check)
+#                                     .tools/ and Graphviz for the book's checks)
 #   deploy/install-deps.sh --test     also what the test suite uses (the real Ceph
 #                                     dashboard's packages are installed by
 #                                     deploy/ceph-dev/start-dashboard.sh; the OSD's and the
@@ -25,7 +25,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 testing=false
 want=(cmake gcc make)
 linting=false
-fast=(redis-server redis-sentinel patch python3 python3-venv shellcheck)
+fast=(redis-server redis-sentinel patch python3 python3-venv shellcheck graphviz)
 if [[ "${1:-}" == "--fast" ]]; then
   linting=true
   want+=("${fast[@]}")
@@ -33,7 +33,7 @@ fi
 if [[ "${1:-}" == "--test" ]]; then
   testing=true
   linting=true
-  want+=(shellcheck)
+  want+=(shellcheck graphviz)
   # curl for the dashboard harness; Chromium and Node for the browser tests; Redis and
   # HAProxy for the tests of several gateways, Redis Sentinel for their failover;
   # Prometheus (and its promtool) for the deploy kit's scrape config, alert rules and their

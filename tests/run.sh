@@ -29,6 +29,7 @@ fast_tier() {
   .lint-venv/bin/ruff check deploy bench tests
   # The book: builds without a warning, and every link and anchor in it resolves.
   deploy/tools/check-book.py
+  deploy/tools/render-diagrams.sh --check
   # The shipped configuration must validate (with a stand-in service account password).
   local conf_copy
   conf_copy=$(mktemp -d)
