@@ -34,13 +34,14 @@ if [[ "${1:-}" == "--test" ]]; then
   testing=true
   linting=true
   want+=(shellcheck graphviz)
-  # curl for the dashboard harness; Chromium and Node for the browser tests; Redis and
+  # curl for the dashboard harness (and, with jq, the book's quick start that
+  # tests/it/book_examples.rs runs); Chromium and Node for the browser tests; Redis and
   # HAProxy for the tests of several gateways, Redis Sentinel for their failover;
   # Prometheus (and its promtool) for the deploy kit's scrape config, alert rules and their
   # unit tests; Python's venv for the API fuzzer; patch for deploy/tools/vendor-patches.sh
   # (the vendored pingora's check); debootstrap for the Debian roots of Ceph 18.2 and 20.2;
   # ceph-osd and radosgw for the test clusters that hold data (start-dashboard.sh --data).
-  want+=(curl chromium nodejs redis-server redis-sentinel haproxy prometheus python3 python3-venv patch debootstrap
+  want+=(curl jq chromium nodejs redis-server redis-sentinel haproxy prometheus python3 python3-venv patch debootstrap
     ceph-osd radosgw)
 fi
 

@@ -567,6 +567,59 @@ mod tests {
             .collect()
     }
 
+    /// The ```text block under the heading that names `clustergate {path}` (`--help` for
+    /// the gateway's own) in docs/command-line.md.
+    fn help_on_the_page(page: &str, path: &str) -> Option<String> {
+        let heading = match path {
+            "" => "`clustergate --help`".to_string(),
+            path => format!("`clustergate {path}`"),
+        };
+        let mut lines = page
+            .lines()
+            .skip_while(|l| !(l.starts_with('#') && l.ends_with(&heading)));
+        lines.next()?;
+        let block: Vec<&str> = lines
+            .skip_while(|l| *l != "```text")
+            .skip(1)
+            .take_while(|l| *l != "```")
+            .collect();
+        Some(block.join("\n"))
+    }
+
+    #[test]
+    fn the_command_line_page_shows_each_command_s_help_as_the_binary_prints_it() {
+        let mut root = Cli::command();
+        root.build();
+        let mut commands = vec![(String::new(), root.clone())];
+        all(&root, String::new(), &mut commands);
+        let page_path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/command-line.md");
+        let page = std::fs::read_to_string(page_path).unwrap();
+        for (path, command) in commands {
+            // clap's own `help` subcommands, and the groups (their commands have sections)
+            let clap_help = path.split_whitespace().any(|word| word == "help");
+            if clap_help || command.has_subcommands() && !path.is_empty() {
+                continue;
+            }
+            // What `clustergate PATH --help` prints: clap's own answer to the flag.
+            let argv = std::iter::once("clustergate")
+                .chain(path.split_whitespace())
+                .chain(["--help"]);
+            let help = match Cli::try_parse_from(argv) {
+                Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => e.to_string(),
+                _ => panic!("`clustergate {path} --help` printed no help"),
+            };
+            let shown = help_on_the_page(&page, &path).unwrap_or_else(|| {
+                panic!("docs/command-line.md has no section for `clustergate {path}`")
+            });
+            assert_eq!(
+                shown.trim_end(),
+                help.trim_end(),
+                "docs/command-line.md: the help of `clustergate {path}` is not the binary's: paste `clustergate {path} --help`"
+            );
+        }
+    }
+
     #[test]
     fn every_command_s_help_names_its_page_of_the_book_and_the_page_exists() {
         let mut commands = vec![("clustergate".to_string(), Cli::command())];

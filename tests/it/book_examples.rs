@@ -1,6 +1,6 @@
-//! The book's shell examples that can run against a gateway in front of the test dashboard:
-//! every code block of docs/quick-start.md marked `<!-- checked: quick-start shows: TEXT -->`
-//! is run, in order, in one bash session, with `GATEWAY`, `METRICS` and `STATE` set for a
+//! The shell examples that can run against a gateway in front of the test dashboard: every
+//! code block of docs/quick-start.md and README.md marked `<!-- checked: shows: TEXT -->` is
+//! run, page by page, in order, in one bash session, with `GATEWAY`, `METRICS` and `STATE` set for a
 //! gateway in front of the shared real dashboard, as the page tells the reader to set them.
 //! A block that exits non-zero, or whose output does not contain its TEXT, fails the test.
 
@@ -9,7 +9,7 @@ use std::process::Command;
 
 use crate::common::*;
 
-const MARK: &str = "<!-- checked: quick-start shows: ";
+const MARK: &str = "<!-- checked: shows: ";
 
 /// One marked block: what its output must contain, and its script.
 struct Example {
@@ -60,12 +60,17 @@ fn block_output(stdout: &str, i: usize) -> Option<&str> {
     stdout.get(start..end)
 }
 
-#[test]
-fn the_quick_starts_examples_run_against_a_gateway_and_show_what_the_page_says() {
-    let page_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/quick-start.md");
-    let page = std::fs::read_to_string(&page_path).unwrap();
-    let examples = marked_examples(&page);
-    assert!(examples.len() >= 5, "marked examples: {}", examples.len());
+/// Runs `page`'s marked examples (at least `at_least`) against a gateway in front of the
+/// shared dashboard, and fails on the first that does not finish or show what it says.
+fn run_examples(page: &str, at_least: usize) {
+    let page_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(page);
+    let text = std::fs::read_to_string(&page_path).unwrap();
+    let examples = marked_examples(&text);
+    assert!(
+        examples.len() >= at_least,
+        "{page}: marked examples: {}",
+        examples.len()
+    );
 
     let gw = Gateway::new()
         .no_users_file()
@@ -87,16 +92,26 @@ fn the_quick_starts_examples_run_against_a_gateway_and_show_what_the_page_says()
     for (i, example) in examples.iter().enumerate() {
         let Some(output) = block_output(&stdout, i) else {
             panic!(
-                "block {i} did not finish ({}):\n{}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+                "{page}: block {i} did not finish ({}):\n{}\nstdout:\n{stdout}\nstderr:\n{stderr}",
                 out.status, example.script
             );
         };
         assert!(
             output.contains(&example.shows),
-            "block {i} does not show {:?}:\n{}\noutput:\n{output}",
+            "{page}: block {i} does not show {:?}:\n{}\noutput:\n{output}",
             example.shows,
             example.script
         );
     }
     assert!(out.status.success(), "{}\nstderr:\n{stderr}", out.status);
+}
+
+#[test]
+fn the_quick_starts_examples_run_against_a_gateway_and_show_what_the_page_says() {
+    run_examples("docs/quick-start.md", 5);
+}
+
+#[test]
+fn the_readme_s_example_runs_against_a_gateway_and_shows_what_it_says() {
+    run_examples("README.md", 1);
 }
