@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How much work N open browser tabs make the active ceph-mgr do, directly and through the
-gateway (with its answer cache): the bench of "Protecting the manager" (README).
+gateway (with its answer cache): the bench of "Protecting the manager" (docs/protecting-the-manager.md).
 
 Each tab replays what the web UI's landing page polls (bench/results/ui-polling-*.md):
 /api/summary, the health call and /api/prometheus/notifications?from=last every 5 s and

@@ -5,7 +5,8 @@
 #   deploy/install-deps.sh --fast     also what the fast tier of the tests uses (tests/run.sh
 #                                     --fast: Redis and Sentinel for the state stores' unit
 #                                     tests, patch and Python for the repository's checks,
-#                                     ShellCheck, and ruff in .lint-venv/)
+#                                     ShellCheck, ruff in .lint-venv/, and mdbook in
+#                                     .tools/ and Graphviz for the book's checks)
 #   deploy/install-deps.sh --test     also what the test suite uses (the real Ceph
 #                                     dashboard's packages are installed by
 #                                     deploy/ceph-dev/start-dashboard.sh; the OSD's and the
@@ -24,7 +25,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 testing=false
 want=(cmake gcc make)
 linting=false
-fast=(redis-server redis-sentinel patch python3 python3-venv shellcheck)
+fast=(redis-server redis-sentinel patch python3 python3-venv shellcheck graphviz)
 if [[ "${1:-}" == "--fast" ]]; then
   linting=true
   want+=("${fast[@]}")
@@ -32,14 +33,15 @@ fi
 if [[ "${1:-}" == "--test" ]]; then
   testing=true
   linting=true
-  want+=(shellcheck)
-  # curl for the dashboard harness; Chromium and Node for the browser tests; Redis and
+  want+=(shellcheck graphviz)
+  # curl for the dashboard harness (and, with jq, the book's quick start that
+  # tests/it/book_examples.rs runs); Chromium and Node for the browser tests; Redis and
   # HAProxy for the tests of several gateways, Redis Sentinel for their failover;
   # Prometheus (and its promtool) for the deploy kit's scrape config, alert rules and their
   # unit tests; Python's venv for the API fuzzer; patch for deploy/tools/vendor-patches.sh
   # (the vendored pingora's check); debootstrap for the Debian roots of Ceph 18.2 and 20.2;
   # ceph-osd and radosgw for the test clusters that hold data (start-dashboard.sh --data).
-  want+=(curl chromium nodejs redis-server redis-sentinel haproxy prometheus python3 python3-venv patch debootstrap
+  want+=(curl jq chromium nodejs redis-server redis-sentinel haproxy prometheus python3 python3-venv patch debootstrap
     ceph-osd radosgw)
 fi
 
@@ -144,8 +146,23 @@ install_lint_venv() {
   printf '%s\n' "$stamp" >"$venv/.installed"
 }
 
+# mdBook, pinned, built from crates.io into .tools/ once: the book under docs/, which the fast
+# tier builds and checks (deploy/tools/check-book.py). Without its `serve` and `watch`
+# features (a web server and a file watcher the check does not use: far fewer crates) and
+# without optimisation (--debug): about 2 minutes of build on 2 cores, the book in a second.
+install_mdbook() {
+  local version=0.4.52
+  if [[ "$("$repo/.tools/bin/mdbook" --version 2>/dev/null)" == "mdbook v$version" ]]; then
+    return
+  fi
+  echo "install-deps: building mdbook $version into .tools/" >&2
+  cargo install --quiet --debug --locked --version "$version" --no-default-features \
+    --features search --root "$repo/.tools" mdbook
+}
+
 if $linting; then
   install_lint_venv
+  install_mdbook
 fi
 
 # The releases of deploy/ceph-releases that run in a Debian root (18.2, 20.2), for the tests

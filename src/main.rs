@@ -32,7 +32,12 @@ const EXIT_IO: u8 = 74;
 #[command(
     name = "clustergate",
     version,
-    about = "An authenticating gateway in front of Ceph manager dashboards"
+    about = "An authenticating gateway in front of Ceph manager dashboards",
+    long_about = "An authenticating gateway in front of Ceph manager dashboards: it serves the \
+dashboard's login itself, checks each request's token and the user's role for the \
+operation, and forwards it to the active manager as an account holding the user's roles.",
+    after_help = "The book: docs/ (mdbook build docs). This command line: docs/command-line.md; \
+starting: docs/quick-start.md; settings: docs/configuration/README.md."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -42,6 +47,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Start the gateway.
+    ///
+    /// SIGHUP reloads the configuration; SIGTERM drains (server.drain_seconds), then stops.
+    #[command(after_help = "The book: docs/quick-start.md, docs/reloading-and-upgrading.md")]
     Run {
         #[arg(long, default_value = "conf/clustergate.toml")]
         config: PathBuf,
@@ -51,34 +59,42 @@ enum Command {
         upgrade: bool,
     },
     /// Validate a configuration (and its users and roles files), print each problem, exit non-zero if any.
+    ///
+    /// Each problem is printed as `file: key: message`, with the fix; exit 64 when there is one.
+    #[command(after_help = "The book: docs/configuration/README.md")]
     CheckConfig {
         #[arg(long, default_value = "conf/clustergate.toml")]
         config: PathBuf,
     },
     /// Read one password from standard input and print its argon2id hash for the users file.
+    #[command(after_help = "The book: docs/configuration/users-and-roles.md")]
     HashPassword,
     /// With `auth.source = "dashboard"` and Redis state: forget the gateways' count of
     /// USERNAME's failed logins, after resetting the dashboard's own
     /// (`ceph dashboard ac-user-enable USERNAME`, or a new password). Until then the
     /// gateways send only the password that last succeeded through them.
+    #[command(after_help = "The book: docs/accounts.md")]
     Unlock {
         #[arg(long, default_value = "conf/clustergate.toml")]
         config: PathBuf,
         username: String,
     },
     /// Manage the users file.
+    #[command(after_help = "The book: docs/accounts.md")]
     Users {
         #[command(subcommand)]
         command: UsersCommand,
     },
     /// The dashboard accounts the gateway manages (`upstream.identity = "roles"`): one per
     /// distinct set of users' roles, named `cg-` and 16 hex digits.
+    #[command(after_help = "The book: docs/what-the-dashboard-sees.md")]
     Accounts {
         #[command(subcommand)]
         command: AccountsSubcommand,
     },
-    /// API keys for scripts, exporters and CI jobs, through a running gateway's HTTP API
-    /// (docs/api-keys.md). Exits 1 with the gateway's status and detail when it refuses.
+    /// API keys for scripts, exporters and CI jobs, through a running gateway's HTTP API.
+    /// Exits 1 with the gateway's status and detail when it refuses.
+    #[command(after_help = "The book: docs/api-keys.md")]
     Keys {
         #[command(subcommand)]
         command: KeysSubcommand,
@@ -527,4 +543,105 @@ fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// `command` and every subcommand under it, with their paths (`keys create`).
+    fn all(command: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        for sub in command.get_subcommands() {
+            let path = format!("{path} {}", sub.get_name()).trim().to_string();
+            all(sub, path.clone(), out);
+            out.push((path, sub.clone()));
+        }
+    }
+
+    /// The `docs/....md` pages a help text names.
+    fn pages(help: &str) -> Vec<String> {
+        help.split(|c: char| c.is_whitespace() || c == ',' || c == ';' || c == '(' || c == ')')
+            .filter(|w| w.starts_with("docs/") && w.ends_with(".md"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The ```text block under the heading that names `clustergate {path}` (`--help` for
+    /// the gateway's own) in docs/command-line.md.
+    fn help_on_the_page(page: &str, path: &str) -> Option<String> {
+        let heading = match path {
+            "" => "`clustergate --help`".to_string(),
+            path => format!("`clustergate {path}`"),
+        };
+        let mut lines = page
+            .lines()
+            .skip_while(|l| !(l.starts_with('#') && l.ends_with(&heading)));
+        lines.next()?;
+        let block: Vec<&str> = lines
+            .skip_while(|l| *l != "```text")
+            .skip(1)
+            .take_while(|l| *l != "```")
+            .collect();
+        Some(block.join("\n"))
+    }
+
+    #[test]
+    fn the_command_line_page_shows_each_command_s_help_as_the_binary_prints_it() {
+        let mut root = Cli::command();
+        root.build();
+        let mut commands = vec![(String::new(), root.clone())];
+        all(&root, String::new(), &mut commands);
+        let page_path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/command-line.md");
+        let page = std::fs::read_to_string(page_path).unwrap();
+        for (path, command) in commands {
+            // clap's own `help` subcommands, and the groups (their commands have sections)
+            let clap_help = path.split_whitespace().any(|word| word == "help");
+            if clap_help || command.has_subcommands() && !path.is_empty() {
+                continue;
+            }
+            // What `clustergate PATH --help` prints: clap's own answer to the flag.
+            let argv = std::iter::once("clustergate")
+                .chain(path.split_whitespace())
+                .chain(["--help"]);
+            let help = match Cli::try_parse_from(argv) {
+                Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => e.to_string(),
+                _ => panic!("`clustergate {path} --help` printed no help"),
+            };
+            let shown = help_on_the_page(&page, &path).unwrap_or_else(|| {
+                panic!("docs/command-line.md has no section for `clustergate {path}`")
+            });
+            assert_eq!(
+                shown.trim_end(),
+                help.trim_end(),
+                "docs/command-line.md: the help of `clustergate {path}` is not the binary's: paste `clustergate {path} --help`"
+            );
+        }
+    }
+
+    #[test]
+    fn every_command_s_help_names_its_page_of_the_book_and_the_page_exists() {
+        let mut commands = vec![("clustergate".to_string(), Cli::command())];
+        all(&Cli::command(), String::new(), &mut commands);
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for (path, mut command) in commands {
+            let help = command.render_long_help().to_string();
+            // A subcommand of a group may lean on its group's page (`keys create`).
+            let named = pages(&help);
+            if path.contains(' ') && named.is_empty() {
+                continue;
+            }
+            assert!(
+                !named.is_empty(),
+                "`{path} --help` names no page of the book (docs/...)"
+            );
+            for page in named {
+                assert!(
+                    root.join(&page).is_file(),
+                    "`{path} --help` names {page}, which does not exist"
+                );
+            }
+        }
+    }
 }

@@ -2,7 +2,8 @@
 #   tests/run.sh          the whole suite (what CI runs): the fast tier, then the integration
 #                         tests (tests/it/, one binary) against real components
 #   tests/run.sh --fast   the fast tier alone: formatting, lints, the repository's checks, the
-#                         shipped configuration and the unit tests; a few minutes, no Ceph
+#                         book, the shipped configuration and the unit tests; a few minutes,
+#                         no Ceph
 #
 # The whole suite: formatting, lints, the shipped configuration, unit and
 # integration tests (the API fuzzer, tests/it/api_fuzz.rs, among them). Installs what a fresh
@@ -26,6 +27,9 @@ fast_tier() {
   # shellcheck disable=SC2046
   shellcheck $(git ls-files '*.sh' .ci/run)
   .lint-venv/bin/ruff check deploy bench tests
+  # The book: builds without a warning, and every link and anchor in it resolves.
+  deploy/tools/check-book.py
+  deploy/tools/render-diagrams.sh --check
   # The shipped configuration must validate (with a stand-in service account password).
   local conf_copy
   conf_copy=$(mktemp -d)

@@ -8,7 +8,9 @@ roof (the assembly in `app/`, the request path in `proxy`, the error mapping in
 `error_answers`) is imported only from above it; and the residents of each home of a kind of
 thing we get more of (`HOMES`: the credential sources, the Ceph releases, ...) import no other
 resident, through `crate::` or `super::`, so adding one never means reading the others.
-Run by tests/run.sh; `--graph` prints the module graph.
+And docs/architecture.md, the one map of the tree, is held to it: its table of the import
+tree's levels is the one `--levels` prints, and its map names every module and no path that
+is gone. Run by tests/run.sh; `--graph` prints the module graph.
 """
 import os
 import re
@@ -122,6 +124,50 @@ def top(module):
     return module[0] if module else "lib"
 
 
+ARCHITECTURE = os.path.join(os.path.dirname(SRC), "docs", "architecture.md")
+LEVELS_START = "<!-- levels: written by deploy/tools/check-imports.py --levels; checked by it -->"
+LEVELS_END = "<!-- end of levels -->"
+
+
+def levels_table(top_graph):
+    """The modules by level, as the table docs/architecture.md shows: level 0 imports no
+    other module, level n imports only modules below n (the graph has no cycle)."""
+    level = {}
+
+    def of(node, depth=0):
+        if node not in level:
+            if depth > len(top_graph):
+                raise RuntimeError("a cycle")
+            level[node] = 1 + max((of(d, depth + 1) for d in top_graph.get(node, ())), default=-1)
+        return level[node]
+
+    for node in top_graph:
+        of(node)
+    rows = ["| level | modules (each imports only modules of lower levels) |", "| --- | --- |"]
+    for n in range(max(level.values()) + 1):
+        names = sorted(m for m, lv in level.items() if lv == n and m not in ("lib", "main"))
+        rows.append("| %d | %s |" % (n, ", ".join("`%s`" % m for m in names)))
+    return "\n".join([LEVELS_START] + rows + [LEVELS_END])
+
+
+def architecture_problems(top_graph):
+    """docs/architecture.md against the tree: its levels table is the current one, and its
+    map names every module at the root of src/ (as `src/<name>`) and no path that is gone."""
+    with open(ARCHITECTURE, encoding="utf-8") as f:
+        page = f.read()
+    problems = []
+    if levels_table(top_graph) not in page:
+        problems.append("docs/architecture.md: the levels of the import tree are not the code's: "
+                        "replace its levels table with the output of deploy/tools/check-imports.py --levels")
+    for module in sorted(set(top_graph) - {"lib", "main"}):
+        if not re.search(r"src/%s(\.rs|/)" % module, page):
+            problems.append("docs/architecture.md: module `%s` is not on the map: add a line for src/%s" % (module, module))
+    for path in sorted(set(re.findall(r"\bsrc/[a-z_/]+(?:\.rs|/)", page))):
+        if not os.path.exists(os.path.join(os.path.dirname(SRC), path)):
+            problems.append("docs/architecture.md: %s does not exist: correct the map" % path)
+    return problems
+
+
 def main():
     files = module_files()
     texts = {}
@@ -137,6 +183,9 @@ def main():
         top_graph.setdefault(top(module), set()).update(
             top(d) for d in deps if top(d) != top(module)
         )
+    if "--levels" in sys.argv:
+        print(levels_table(top_graph))
+        return
     if "--graph" in sys.argv:
         for node in sorted(top_graph):
             print(node, "->", " ".join(sorted(top_graph[node])))
@@ -151,6 +200,7 @@ def main():
             if roof in deps and node not in allowed:
                 problems.append("%s imports %s, which only %s may" % (node, roof, ", ".join(sorted(allowed))))
     problems += resident_problems(files, texts)
+    problems += architecture_problems(top_graph)
     for problem in problems:
         print("check-imports: " + problem, file=sys.stderr)
     if problems:

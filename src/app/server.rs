@@ -317,7 +317,7 @@ impl Parts {
 fn single_sign_on(config: &Config, metrics: &Arc<Metrics>) -> Option<Arc<Provider>> {
     let oidc = config.oidc.as_ref()?;
     if config.identity() == UpstreamIdentity::User {
-        tracing::warn!("upstream.identity = \"user\": single sign-on users have no dashboard password, so the dashboards see the service account on their requests (README, Single sign-on)");
+        tracing::warn!("upstream.identity = \"user\": single sign-on users have no dashboard password, so the dashboards see the service account on their requests (docs/single-sign-on.md)");
     }
     let public_url = config.server.public_url.as_deref().unwrap_or_default();
     Some(sso_provider(oidc, public_url, metrics))

@@ -23,7 +23,7 @@ const MAX_WAIT_MS: u64 = 60_000;
 /// seconds serves every tab, and no answer is older than that. One second was the first
 /// choice, when every user's request was the service account's; with an account per set of
 /// roles the manager answers each once per set, and 50 tabs of three roles made it work
-/// 0.27x what the same tabs cost it directly (bench/manager_load.py; README, Protecting the
+/// 0.27x what the same tabs cost it directly (bench/manager_load.py; docs/protecting-the-manager.md, Protecting the
 /// manager), over the 0.2x aimed at. The UI polls every 5 s: answers up to 2 s old do not
 /// show, and a write through the gateway drops them at once.
 pub const POLLED_OPERATIONS: [(&str, u64); 8] = [

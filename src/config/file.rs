@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct FileConfig {
     pub server: ServerSection,
@@ -21,7 +21,7 @@ pub(super) struct FileConfig {
     pub api_keys: ApiKeysSection,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct ServerSection {
     pub listen: String,
@@ -77,7 +77,7 @@ impl Default for ServerSection {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct MetricsSection {
     pub listen: String,
@@ -91,7 +91,7 @@ impl Default for MetricsSection {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct ApiSection {
     pub vendor: String,
@@ -105,7 +105,7 @@ impl Default for ApiSection {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct AuthSection {
     pub source: String,
@@ -143,14 +143,14 @@ impl Default for AuthSection {
 }
 
 /// One of `auth.signing_keys`: the first signs, all verify.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SigningKeyEntry {
     pub kid: String,
     pub secret_file: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct UpstreamSection {
     pub servers: Vec<String>,
@@ -216,7 +216,7 @@ impl Default for UpstreamSection {
 }
 
 /// `[oidc]`: single sign-on with an OpenID Connect provider. Absent: none.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct OidcSection {
     pub issuer: String,
@@ -264,7 +264,7 @@ impl Default for OidcSection {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct StateSection {
     pub backend: String,
@@ -280,7 +280,7 @@ impl Default for StateSection {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct RedisSection {
     pub url: Option<String>,
@@ -304,7 +304,7 @@ pub(super) struct RedisSection {
 }
 
 /// One of `state.redis.encryption_keys`: a key id and the file of its secret.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct EncryptionKeyEntry {
     pub kid: String,
@@ -334,7 +334,7 @@ impl Default for RedisSection {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct LogSection {
     pub format: String,
@@ -352,7 +352,7 @@ impl Default for LogSection {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct AccessSection {
     pub scopes_file: Option<String>,
@@ -383,7 +383,7 @@ impl Default for AccessSection {
 }
 
 /// The scope table: one entry per dashboard operation.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ScopesFile {
     #[serde(default)]
@@ -392,7 +392,7 @@ pub(super) struct ScopesFile {
     pub operation: Vec<OperationEntry>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct OperationEntry {
     pub method: String,
@@ -451,7 +451,7 @@ pub(super) struct RoleEntry {
     pub scopes_permissions: BTreeMap<String, Vec<String>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct AnswerCacheSection {
     pub enabled: bool,
@@ -484,7 +484,7 @@ impl Default for AnswerCacheSection {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(super) struct ApiKeysSection {
     pub max_keys: usize,

@@ -1,19 +1,6 @@
-//! The request path, top to bottom, as pingora runs it. The modules decide; this file
-//! calls them in order:
-//! 1. `request_filter`: normalize the path (`paths`), classify it (`routes`); answer the
-//!    auth endpoints (`auth`) and the docs (`docs`) here; admit the rest (`access`: token
-//!    401, operation 404, role 403, version 415) and read its body whole (`request`).
-//! 2. `upstream_peer`: the active manager this request has not tried (`dashboards::Attempt`),
-//!    and a place on it (`dashboards::in_flight`).
-//! 3. `upstream_request_filter`: swap the client's credentials for the dashboard token of
-//!    whom the dashboard sees (`credential`: the user's own session, the account holding
-//!    the user's roles, or the service account's).
-//! 4. `upstream_response_filter`: a standby's answer or a refused service token never
-//!    reaches the client: the attempt decides, and `error_while_proxy` retries; a refused
-//!    user token ends that user's session.
-//! 5. `response_filter`: security headers, no backend address in `Location`.
-//! 6. `fail_to_proxy` answers errors in the dashboard's shape (`errors`); `logging`
-//!    measures (`metrics`) and records the request (`access_log`, `audit`).
+//! The request path, top to bottom, as pingora runs it: each hook below calls, in order,
+//! the modules that decide (which, and what each decides: docs/architecture.md, "One
+//! request's walk"). The hooks stay short; a decision added goes into its module.
 //!
 //! Beside the hooks: `ctx` (a request's state, and what the logs make of it), `decide`
 //! (what `request_filter` decides), `credential` (which dashboard token a request carries,

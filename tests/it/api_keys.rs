@@ -1,4 +1,4 @@
-//! API keys against the real dashboard (README "API keys", docs/api-keys.md): a key made
+//! API keys against the real dashboard (docs/api-keys.md): a key made
 //! through the key API acts with its roles only, at the edge and at the dashboard (the
 //! account holding its roles); it gets no role its creator lacks; an expired or revoked
 //! key is refused on every gateway of a deployment (two on one Redis); a key limited to an

@@ -1,4 +1,4 @@
-//! The cluster's own accounts (README "Using the cluster's own accounts") against the real
+//! The cluster's own accounts (docs/accounts.md) against the real
 //! dashboard: logins checked by the dashboard (`auth.source = "dashboard"`) with its
 //! permissions, custom roles included; the user's own dashboard token upstream (its 401
 //! ends the session, logout logs it out there too, another gateway on the same Redis

@@ -272,7 +272,7 @@ fn cores_of(quantity: &str) -> u64 {
     (millis / 1000).max(1)
 }
 
-/// An integer setting of `section`, or its default (the README's configuration table).
+/// An integer setting of `section`, or its default (docs/configuration/).
 fn setting(config: &toml::Table, section: &str, key: &str, default: u64) -> u64 {
     config
         .get(section)
@@ -283,7 +283,7 @@ fn setting(config: &toml::Table, section: &str, key: &str, default: u64) -> u64 
 /// What a gateway configured by `config` may hold at most, in a container limited to
 /// `limit` bytes and `cores` CPUs: every bound its configuration sets, added up.
 fn worst_case_memory(config: &toml::Table, limit: u64, cores: u64) -> u64 {
-    // Measured (README, Benchmarks): 16 MB resident idle, 63 MB with 10,000 connections.
+    // Measured (docs/benchmarks.md): 16 MB resident idle, 63 MB with 10,000 connections.
     const PROCESS: u64 = 64 * MIB;
     // The block of one argon2id password hash (users::password: 19 MiB).
     const HASH: u64 = 19 * MIB;

@@ -22,6 +22,7 @@ mod answer_cache;
 mod api_fuzz;
 mod api_keys;
 mod api_paths;
+mod book_examples;
 mod check_logout;
 mod cli;
 mod cluster;

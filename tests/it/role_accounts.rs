@@ -1,4 +1,4 @@
-//! `upstream.identity = "roles"` against the real dashboards (README "What the dashboard
+//! `upstream.identity = "roles"` against the real dashboards (docs/what-the-dashboard-sees.md, "What the dashboard
 //! sees"): each user's requests act as an account the gateway manages holding exactly the
 //! user's roles, so the dashboard's own per-field permissions apply inside its answers
 //! (the health report, the summary); the account and the mirrored custom role as the

@@ -6,6 +6,7 @@ mod api_keys;
 mod auth;
 mod file;
 mod log;
+mod reference;
 mod server;
 mod state;
 mod upstream;

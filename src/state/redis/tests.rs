@@ -40,7 +40,7 @@ async fn keys_of_other_deployments_are_apart() {
     );
 }
 
-/// Item 10: the Redis user of deploy/redis/clustergate.acl (as the README has operators
+/// Item 10: the Redis user of deploy/redis/clustergate.acl (as the book has operators
 /// create it) can do all a gateway does: every store's contract, and a logout on one
 /// gateway reaching another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
