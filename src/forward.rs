@@ -450,7 +450,7 @@ mod tests {
                         headers.append(name, HeaderValue::from_static("2"));
                     }
                 }
-                let set_by_gateway = |name: &HeaderName| name.as_str().len() % 2 == 0;
+                let set_by_gateway = |name: &HeaderName| name.as_str().len().is_multiple_of(2);
                 let keep_out = |name: &HeaderName| !set_by_gateway(name);
                 let mut plain = headers.clone();
                 remove_client_headers_plain(&mut plain, keep_out);
