@@ -146,18 +146,26 @@ install_lint_venv() {
   printf '%s\n' "$stamp" >"$venv/.installed"
 }
 
-# mdBook, pinned, built from crates.io into .tools/ once: the book under docs/, which the fast
-# tier builds and checks (deploy/tools/check-book.py). Without its `serve` and `watch`
-# features (a web server and a file watcher the check does not use: far fewer crates) and
-# without optimisation (--debug): about 2 minutes of build on 2 cores, the book in a second.
-install_mdbook() {
-  local version=0.4.52
-  if [[ "$("$repo/.tools/bin/mdbook" --version 2>/dev/null)" == "mdbook v$version" ]]; then
+# A tool from crates.io, pinned, built into .tools/ once (again only when `TOOL --version`
+# does not print VERSION_TEXT). Built without optimisation (--debug): the tools run for
+# seconds, their builds would take twice as long optimised.
+#   install_tool CRATE VERSION VERSION_TEXT [cargo install options...]
+install_tool() {
+  local crate=$1 version=$2 version_text=$3
+  shift 3
+  if [[ "$("$repo/.tools/bin/$crate" --version 2>/dev/null)" == "$version_text" ]]; then
     return
   fi
-  echo "install-deps: building mdbook $version into .tools/" >&2
-  cargo install --quiet --debug --locked --version "$version" --no-default-features \
-    --features search --root "$repo/.tools" mdbook
+  echo "install-deps: building $crate $version into .tools/" >&2
+  cargo install --quiet --debug --locked --version "$version" "$@" --root "$repo/.tools" "$crate"
+}
+
+# mdBook: the book under docs/, which the fast tier builds and checks
+# (deploy/tools/check-book.py). Without its `serve` and `watch` features (a web server and a
+# file watcher the check does not use: far fewer crates): about 2 minutes of build on 2
+# cores, the book in a second.
+install_mdbook() {
+  install_tool mdbook 0.4.52 "mdbook v0.4.52" --no-default-features --features search
 }
 
 if $linting; then
@@ -178,16 +186,11 @@ install_release_roots() {
   done < <(grep -v '^[[:space:]]*$' "$repo/deploy/ceph-releases")
 }
 
-# cargo-deny, pinned, built from crates.io into .tools/ (its licence, duplicate and source
-# checks of the dependency tree against deny.toml), once. Built without optimisation
-# (--debug): 232 CPU-seconds instead of 408, and its check of this tree still takes 5 s.
+# cargo-deny: the licence, duplicate and source checks of the dependency tree against
+# deny.toml. Debug: 232 CPU-seconds of build instead of 408, and its check of this tree still
+# takes 5 s.
 install_cargo_deny() {
-  local version=0.20.2
-  if [[ "$("$repo/.tools/bin/cargo-deny" --version 2>/dev/null)" == "cargo-deny $version" ]]; then
-    return
-  fi
-  echo "install-deps: building cargo-deny $version into .tools/" >&2
-  cargo install --quiet --debug --locked --version "$version" --root "$repo/.tools" cargo-deny
+  install_tool cargo-deny 0.20.2 "cargo-deny 0.20.2"
 }
 
 if $testing; then
