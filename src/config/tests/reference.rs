@@ -195,16 +195,21 @@ fn every_setting_has_its_row_and_default_in_the_book() {
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
+/// A row of one key on the server page, for the tests of the comparison itself.
+fn server_row(key: &str, default: &str) -> Row {
+    Row {
+        page: "docs/configuration/server.md".into(),
+        keys: vec![key.into()],
+        defaults: vec![default.into()],
+    }
+}
+
 #[test]
 fn a_setting_without_a_row_or_a_row_without_a_setting_is_named() {
     let mut code = code_keys();
     code.insert("server.new_setting".into(), Some(toml::Value::Integer(1)));
     let mut rows = book_rows();
-    rows.push(Row {
-        page: "docs/configuration/server.md".into(),
-        keys: vec!["server.gone".into()],
-        defaults: vec!["`1`".into()],
-    });
+    rows.push(server_row("server.gone", "`1`"));
     let problems = disagreements(&code, &rows).join("\n");
     assert!(
         problems.contains("`server.new_setting` has no row"),
@@ -219,11 +224,7 @@ fn a_setting_without_a_row_or_a_row_without_a_setting_is_named() {
 #[test]
 fn a_default_the_book_gives_differently_is_named() {
     let code = CodeKeys::from([("server.tls".to_string(), Some(toml::Value::Boolean(true)))]);
-    let rows = [Row {
-        page: "docs/configuration/server.md".into(),
-        keys: vec!["server.tls".into()],
-        defaults: vec!["`false`".into()],
-    }];
+    let rows = [server_row("server.tls", "`false`")];
     let problems = disagreements(&code, &rows).join("\n");
     assert!(
         problems.contains("the default is `true` in the code, `false` in the book"),
