@@ -920,7 +920,10 @@ def cmd_report(workdir, resdir, stamp):
     for r in runs:
         what = f"{r['phase']} {r['contender']} round {r['round']}"
         if r.get("non_2xx"):
-            warnings.append(f"{what}: {r['non_2xx']} answers were not 2xx")
+            # Its req/s, CPU and latency would be those of refusals (a 503 of the dashboard's
+            # places costs a fraction of a forwarded request), not of forwarding.
+            res["errors"].append(f"{what}: {r['non_2xx']} answers were not 2xx: its figures "
+                                 "measure refusals, not forwarding")
         if r.get("socket_errors"):
             warnings.append(f"{what}: {r['socket_errors']} socket errors")
         if r["phase"] in ("rate", "flood_base", "flood") and r.get("achieved_rps") and \
@@ -998,6 +1001,9 @@ def markdown(res):
     if res.get("busy_machine_note"):
         L.append("")
         L.append(f"_{res['busy_machine_note']}_")
+    if res["errors"]:
+        L += ["", "**This run is in error; its figures cannot be compared:**", ""]
+        L += [f"- {e}" for e in res["errors"]]
     L.append("")
     L.append("| contender | req/s (saturation) | × direct | CPU µs/request | p50 ms | p99 ms | p99.9 ms | p99 added ms |")
     L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
