@@ -1,7 +1,8 @@
 //! What a careless client or an attacker gets: bounded request heads (431), slow heads cut
 //! off (408), idle connections closed, connections per address capped (429), a Connection
-//! header nominating the gateway's own headers served instead of closed, and a backend that
-//! resets the connection answered as 502, not as "no active manager".
+//! header nominating the gateway's own headers served instead of closed, hop-by-hop fields
+//! kept from the dashboard, an ambiguous Content-Length refused, and a backend that resets the
+//! connection answered as 502, not as "no active manager".
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -234,6 +235,84 @@ async fn a_connection_header_nominating_the_gateways_headers_is_served() {
     );
     assert_eq!(reply.status, 200, "{}\n{}", reply.text(), gw.logs());
     assert!(reply.json()["health"].is_object(), "{}", reply.text());
+}
+
+#[tokio::test]
+async fn hop_by_hop_fields_of_a_clients_request_do_not_reach_the_dashboard() {
+    let dash = Dashboard::shared();
+    let backend = dash.host_ports()[0].parse().unwrap();
+    let relay = ResettingRelay::start_with(backend, "GET /api/health/minimal ", Fault::Record);
+    let gw = Gateway::with_admin_and_viewer()
+        .tls(false)
+        .upstream_via(dash, vec![relay.url()])
+        .start();
+    let token = gw.login(ADMIN, ADMIN_PW).await;
+    let hop_by_hop = [
+        "Keep-Alive: timeout=5",
+        "Proxy-Connection: keep-alive",
+        "Proxy-Authenticate: Basic",
+        "Proxy-Authorization: Basic Zm9vOmJhcg==",
+        "TE: trailers",
+        "Trailer: X-Checksum",
+        "Upgrade: h2c",
+        "HTTP2-Settings: AAMAAABkAAQAAP__",
+    ];
+    let reply = exchange(
+        &gw,
+        &get_with_headers(
+            "/api/health/minimal",
+            &format!(
+                "Authorization: Bearer {token}\r\n{}\r\n",
+                hop_by_hop.join("\r\n")
+            ),
+        ),
+    );
+    assert_eq!(reply.status, 200, "{}\n{}", reply.text(), gw.logs());
+    let sent = String::from_utf8_lossy(&relay.recorded.lock().unwrap()).to_ascii_lowercase();
+    assert!(sent.contains("\r\naccept: "), "nothing recorded: {sent}");
+    for field in hop_by_hop {
+        let name = field.split(':').next().unwrap().to_ascii_lowercase();
+        assert!(
+            !sent.contains(&format!("\r\n{name}:")),
+            "{name} reached the dashboard:\n{sent}"
+        );
+    }
+}
+
+#[test]
+fn a_requests_content_length_frames_its_body_and_an_ambiguous_one_is_a_400() {
+    let gw = Gateway::with_admin_and_viewer().tls(false).start();
+    let check = |framing: &str| {
+        let request = format!(
+            "POST /api/auth/check HTTP/1.1\r\nHost: gw\r\nAccept: {V1}\r\n\
+             Content-Type: application/json\r\n{framing}Connection: close\r\n\r\n{{}}"
+        );
+        exchange(&gw, request.as_bytes())
+    };
+    let plain = check("Content-Length: 2\r\n");
+    assert_ne!(plain.status, 400, "{}", plain.text());
+    for same in [
+        "Content-Length: 2, 2\r\n",
+        "Content-Length: 2\r\nContent-Length: 2\r\n",
+        "Content-Length: 002\r\n",
+    ] {
+        let reply = check(same);
+        assert_eq!(
+            (reply.status, reply.json()),
+            (plain.status, plain.json()),
+            "{same:?}"
+        );
+    }
+    for ambiguous in [
+        "Content-Length: 2, 3\r\n",
+        "Content-Length: 2\r\nContent-Length: 3\r\n",
+        "Content-Length: 2x\r\n",
+        "Content-Length: +2\r\n",
+        "Content-Length: 99999999999999999999999\r\n",
+    ] {
+        let reply = check(ambiguous);
+        assert_eq!(reply.status, 400, "{ambiguous:?}: {}", reply.text());
+    }
 }
 
 #[tokio::test]

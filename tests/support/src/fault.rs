@@ -1,12 +1,13 @@
 //! A TCP relay in front of a real dashboard that resets the connection when a request
 //! starts with a given line: the dashboard failing mid-request, as a manager does when its
 //! process dies, without imitating any of its answers. Or, stalling, that request never
-//! reaches the dashboard and is never answered: a dashboard operation that takes long.
+//! reaches the dashboard and is never answered: a dashboard operation that takes long. Or,
+//! recording, that request is sent on and a copy kept: what the gateway sent the dashboard.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 
 /// What becomes of a request with the marked line.
@@ -16,12 +17,16 @@ pub enum Fault {
     Reset,
     /// It is not sent on, and the connection stays open, unanswered.
     Stall,
+    /// It is sent on, and the bytes read with its line are kept in `recorded`.
+    Record,
 }
 
 pub struct ResettingRelay {
     pub addr: SocketAddr,
     /// Connections reset (or stalled) so far.
     pub resets: Arc<AtomicUsize>,
+    /// What `Fault::Record` kept, in the order read.
+    pub recorded: Arc<Mutex<Vec<u8>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -37,19 +42,26 @@ impl ResettingRelay {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let resets = Arc::new(AtomicUsize::new(0));
+        let recorded = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let (marker, counter, stopping) = (request_line.to_string(), resets.clone(), stop.clone());
+        let record = recorded.clone();
         thread::spawn(move || {
             for client in listener.incoming() {
                 if stopping.load(Ordering::Relaxed) {
                     return;
                 }
                 let Ok(client) = client else { continue };
-                let (marker, counter) = (marker.clone(), counter.clone());
-                thread::spawn(move || relay(client, backend, &marker, &counter, fault));
+                let (marker, counter, record) = (marker.clone(), counter.clone(), record.clone());
+                thread::spawn(move || relay(client, backend, &marker, (&counter, &record), fault));
             }
         });
-        ResettingRelay { addr, resets, stop }
+        ResettingRelay {
+            addr,
+            resets,
+            recorded,
+            stop,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -65,7 +77,11 @@ impl Drop for ResettingRelay {
     }
 }
 
-fn relay(client: TcpStream, backend: SocketAddr, marker: &str, resets: &AtomicUsize, fault: Fault) {
+/// What a relay counts (`resets`) and keeps (`recorded`).
+type Seen<'a> = (&'a AtomicUsize, &'a Mutex<Vec<u8>>);
+
+fn relay(client: TcpStream, backend: SocketAddr, marker: &str, seen: Seen, fault: Fault) {
+    let (resets, recorded) = seen;
     let Ok(server) = TcpStream::connect(backend) else {
         return;
     };
@@ -82,10 +98,12 @@ fn relay(client: TcpStream, backend: SocketAddr, marker: &str, resets: &AtomicUs
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if buf[..n]
+        let marked = buf[..n]
             .windows(marker.len())
-            .any(|w| w == marker.as_bytes())
-        {
+            .any(|w| w == marker.as_bytes());
+        if marked && matches!(fault, Fault::Record) {
+            recorded.lock().unwrap().extend_from_slice(&buf[..n]);
+        } else if marked {
             resets.fetch_add(1, Ordering::Relaxed);
             if let Fault::Stall = fault {
                 // Held open until the client gives up: what it sends is dropped.

@@ -357,7 +357,18 @@ pub(crate) fn content_length_parse_all(headers: &HMap) -> Option<u64> {
 /// present but cannot be resolved to a single value (conflicting duplicates or
 /// an unparseable value), or `None` when the header is absent.
 pub(crate) fn content_length_for_framing(headers: &HMap) -> Result<Option<usize>> {
-    match content_length_parse_all(headers) {
+    // clustergate change 8: one lookup of the field, and a single value of digits read
+    // directly; what content_length_parse_all gives for it, without its second lookup
+    // (`contains_key`) when the field is absent, nor its UTF-8 check, split and trim
+    let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    let single_digits = match values.next() {
+        None => from_digits(first.as_bytes()),
+        Some(_) => None,
+    };
+    match single_digits.or_else(|| content_length_parse_all(headers)) {
         Some(cl) => {
             // Content-Length frames the body, so a value that does not fit in
             // `usize` cannot be represented and must not be silently truncated
@@ -373,13 +384,13 @@ pub(crate) fn content_length_for_framing(headers: &HMap) -> Result<Option<usize>
                 )
             })
         }
-        None if headers.contains_key(header::CONTENT_LENGTH) => {
+        // clustergate change 8: the field is present (an absent one returned above)
+        None => {
             // debug, not warn: per-message, client-influenced; avoids log floods
             // under adversarial load. The error is returned to the caller.
             debug!("invalid Content-Length header");
             Error::e_explain(InvalidHTTPHeader, "invalid Content-Length header")
         }
-        None => Ok(None),
     }
 }
 
