@@ -12,7 +12,7 @@ Standard library only. Every network call goes to 127.0.0.1 and is bounded in ti
     benchtool.py conns PORT N PID PATH HEADER...  -> JSON: RSS of PID with N idle keep-alive connections
     benchtool.py logins PORT USER PASSWORD N      -> JSON: sequential login latencies
     benchtool.py callgrind DUMP N REPORT_TXT      -> JSON: instructions per request of a callgrind dump
-    benchtool.py callgrind-summary WORKDIR        -> JSON: the counts of section 8 and clustergate's ratios to the floor
+    benchtool.py callgrind-summary WORKDIR        -> JSON: the counts of section 8 and clustergate's ratios to the floor and to HAProxy
     benchtool.py repeat N                         -> standard input, N times
     benchtool.py connsnap FILE NGINX_STATUS_PORT HAPROXY_SOCKET -> connection and handshake counters
     benchtool.py report WORKDIR RESULTS_DIR STAMP -> writes STAMP.json, latest.{json,svg,md}
@@ -635,7 +635,7 @@ def cmd_callgrind(dump, requests, report_txt):
          "top_own_inclusive": own, "file": os.path.basename(report_txt)})
 
 
-CALLGRIND_LABELS = ("floor", "proxied", "proxied_logged", "check", "proxied_key")
+CALLGRIND_LABELS = ("floor", "proxied", "proxied_logged", "check", "proxied_key", "haproxy")
 
 
 def callgrind_summary(extra):
@@ -645,6 +645,9 @@ def callgrind_summary(extra):
     floor = counts.get("floor")
     ratios = {f"{label}_vs_floor": round(counts[label] / floor, 3)
               for label in ("proxied", "proxied_logged", "proxied_key") if counts.get(label) and floor}
+    haproxy = counts.get("haproxy")
+    ratios.update({f"{label}_vs_haproxy": round(counts[label] / haproxy, 3)
+                   for label in ("proxied", "floor") if counts.get(label) and haproxy})
     return {"instructions_per_request": counts, "ratios": ratios}
 
 
@@ -1059,6 +1062,9 @@ def markdown(res):
     L.append(f"| instructions per proxied request: pingora floor; clustergate over it, access log off / on | "
              f"{fmt(ipr.get('floor'), 0)}; {fmt(ratios.get('proxied_vs_floor'), 2)}x / "
              f"{fmt(ratios.get('proxied_logged_vs_floor'), 2)}x |")
+    L.append(f"| instructions per proxied request: HAProxy with `jwt_verify`; the floor / clustergate over it | "
+             f"{fmt(ipr.get('haproxy'), 0)}; {fmt(ratios.get('floor_vs_haproxy'), 2)}x / "
+             f"{fmt(ratios.get('proxied_vs_haproxy'), 2)}x |")
     L += markdown_work_stealing(res) + markdown_tls(res)
     if not s.get("quick"):
         L.append("")

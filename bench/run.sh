@@ -456,6 +456,7 @@ start_server nginx-backend "$NGINX" -p "$WORK/nginx-backend" -e "$WORK/nginx-bac
 start_server nginx-proxy "$NGINX" -p "$WORK/nginx-proxy" -e "$WORK/nginx-proxy/error.log" \
   -c "$WORK/nginx-proxy/nginx.conf" -g 'daemon off;'
 start_server haproxy "$HAPROXY" -db -f "$WORK/haproxy/haproxy.cfg"
+HAPROXY_PID=${PIDS[-1]}
 # pingora's own proxy with nothing of clustergate's: what the framework costs by itself
 start_server pingora-floor "$FLOOR" "127.0.0.1:$P_FLOOR" "127.0.0.1:$P_BACKEND" "$CG_THREADS" steal
 FLOOR_PID=${PIDS[-1]}
@@ -812,8 +813,9 @@ fi  # ONLY_CG = 0
 # pingora floor and the gateway are restarted under valgrind's callgrind with the same
 # configuration (same secret: the token stays valid), and the user-space instructions of N
 # requests are counted: the floor's, the gateway's proxied request and token check with
-# RUST_LOG as the bench sets it, and its proxied request again with the access log on
-# (`info`, the default `log.level`).
+# RUST_LOG as the bench sets it, its proxied request again with the access log on
+# (`info`, the default `log.level`), and HAProxy's proxied request with `jwt_verify` (its
+# profile beside ours shows where the difference goes).
 callgrind_count() {  # label pid url [h2load args...]
   local label=$1 pid=$2 url=$3 dump; shift 3
   callgrind_control -z "$pid" >/dev/null 2>&1 || { soft_error "callgrind_control -z failed"; return 0; }
@@ -892,6 +894,16 @@ if [ "$CALLGRIND" = 1 ]; then
   else
     soft_error "clustergate under callgrind with the access log on did not start forwarding"
   fi
+  # HAProxy's own profile under the same requests: where its instructions go beside ours
+  log "callgrind: restarting HAProxy (jwt_verify) under valgrind"
+  stop_server "$HAPROXY_PID"
+  under_callgrind haproxy-callgrind "$HAPROXY" -db -f "$WORK/haproxy/haproxy.cfg"
+  if until_forwarding "$URL_HAPROXY"; then
+    callgrind_count haproxy "$VG_PID" "$URL_HAPROXY" -H "$AUTH" -H "$ACCEPT"
+  else
+    soft_error "HAProxy under callgrind did not start forwarding"
+  fi
+  stop_server "$VG_PID"
   "${TOOL[@]}" callgrind-summary "$WORK" >"$WORK/extra/callgrind_summary.json" || true
   log "callgrind: $(cat "$WORK/extra/callgrind_summary.json")"
 fi
