@@ -613,8 +613,8 @@ def cmd_callgrind(dump, requests, report_txt):
     """Instructions per request from a callgrind dump of N requests, with the gateway's
     own functions that cost the most (inclusive); callgrind_annotate's view kept as text."""
     n = int(requests)
-    text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=99.5", dump],
-                          capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=99.5", "--show=Ir",
+                           dump], capture_output=True, text=True, check=True).stdout
     with open(report_txt, "w") as f:   # the costliest functions; the whole view is megabytes
         f.write("\n".join(text.splitlines()[:300]) + "\n")
     total, own = None, []
@@ -632,7 +632,28 @@ def cmd_callgrind(dump, requests, report_txt):
             if all(o["symbol"] != symbol for o in own):
                 own.append({"symbol": symbol, "per_request": round(count / n)})
     out({"requests": n, "instructions_per_request": round(total / n) if total else None,
+         "simulated_per_request": simulated_events(dump, n),
          "top_own_inclusive": own, "file": os.path.basename(report_txt)})
+
+
+# valgrind's simulated first-level caches and branch predictor (--cache-sim, --branch-sim):
+# the events that tell instructions that wait from instructions that run
+SIMULATED = {"I1mr": "I1 misses", "D1mr": "D1 read misses", "D1mw": "D1 write misses",
+             "Dw": "data writes", "Bcm": "conditional branches mispredicted",
+             "Bim": "indirect branches mispredicted"}
+
+
+def simulated_events(dump, n):
+    """The simulated events of a dump's `summary:` line, per request."""
+    names, totals = [], []
+    with open(dump) as f:
+        for line in f:
+            if line.startswith("events:"):
+                names = line.split()[1:]
+            elif line.startswith("summary:"):
+                totals = [int(v) for v in line.split()[1:]]
+    counts = dict(zip(names, totals, strict=True))
+    return {event: round(counts[event] / n) for event in SIMULATED if event in counts}
 
 
 CALLGRIND_LABELS = ("floor", "proxied", "proxied_logged", "check", "proxied_key", "haproxy")
@@ -1065,12 +1086,30 @@ def markdown(res):
     L.append(f"| instructions per proxied request: HAProxy with `jwt_verify`; the floor / clustergate over it | "
              f"{fmt(ipr.get('haproxy'), 0)}; {fmt(ratios.get('floor_vs_haproxy'), 2)}x / "
              f"{fmt(ratios.get('proxied_vs_haproxy'), 2)}x |")
+    L += markdown_simulated(res)
     L += markdown_work_stealing(res) + markdown_tls(res)
     if not s.get("quick"):
         L.append("")
         L.append("![throughput and p99](latest.svg)")
     L.append("")
     return "\n".join(L) + "\n"
+
+
+def markdown_simulated(res):
+    """Per proxied request, what valgrind's simulated caches and predictor saw of each server."""
+    runs = {label: (res.get("callgrind") or {}).get(label) or {} for label in ("haproxy", "floor", "proxied")}
+    sims = {label: run.get("simulated_per_request") or {} for label, run in runs.items()}
+    if not any(sims.values()):
+        return []
+    L = ["", "Per proxied request under callgrind, valgrind's simulated caches and branch predictor "
+         "(the same 3,000 requests; events that make an instruction wait):", "",
+         "| per proxied request | HAProxy `jwt_verify` | pingora floor | clustergate |",
+         "| --- | ---: | ---: | ---: |",
+         "| instructions | " + " | ".join(fmt(runs[label].get("instructions_per_request"), 0)
+                                          for label in sims) + " |"]
+    for event, what in SIMULATED.items():
+        L.append(f"| {what} | " + " | ".join(fmt(sims[label].get(event), 0) for label in sims) + " |")
+    return L
 
 
 def markdown_work_stealing(res):

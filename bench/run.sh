@@ -843,7 +843,8 @@ stop_server() {  # pid: one of ours, stopped and forgotten
 }
 under_callgrind() {  # name command... : started under valgrind's callgrind; its pid in VG_PID
   local name=$1; shift
-  start_server "$name" valgrind --tool=callgrind --dump-instr=no --callgrind-out-file="$WORK/callgrind.out.%p" "$@"
+  start_server "$name" valgrind --tool=callgrind --cache-sim=yes --branch-sim=yes --dump-instr=no \
+    --callgrind-out-file="$WORK/callgrind.out.%p" "$@"
   VG_PID=${PIDS[-1]}
 }
 until_forwarding() {  # url: true once it answers 200 (valgrind starts a server about 50 times slower)
