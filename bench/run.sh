@@ -928,12 +928,11 @@ else
   log "results: $RESULTS/$STAMP.json, $RESULTS/latest.{json,svg,md} ($((SECONDS - T0)) s)"
 fi
 cat "$WORK/summary.json"
-# the report's own errors (a row whose answers were not all 2xx) fail the run as ours do
-python3 -c 'import json,sys; known=open(sys.argv[2]).read().splitlines()
-[print(e) for e in json.load(open(sys.argv[1]))["errors"] if e not in known]' \
-  "$WORK/summary.json" "$WORK/errors.txt" >"$WORK/report-errors.txt"
-cat "$WORK/report-errors.txt" >>"$WORK/errors.txt"
-if [ -s "$WORK/errors.txt" ]; then
-  log "finished with errors:"; cat "$WORK/errors.txt" >&2
+# the report's errors: ours (errors.txt, which it reads in) and its own (a row whose answers
+# were not all 2xx)
+errors=$(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["errors"]))' \
+  "$WORK/summary.json")
+if [ -n "$errors" ]; then
+  log "finished with errors:"; printf '%s\n' "$errors" >&2
   exit 2
 fi
